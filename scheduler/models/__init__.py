@@ -1,0 +1,21 @@
+"""Data models (pydantic v2). One module per noun; re-exported here for convenience."""
+
+from scheduler.models.base import StrictModel, ValueModel, parse_lenient, utcnow
+from scheduler.models.checkpoints import CheckpointFile, CheckpointManifest
+from scheduler.models.errors import describe_validation_error, format_validation_error
+from scheduler.models.instances import (
+    TAG_ATTEMPT, TAG_JOB, TAG_OWNER, Instance, InstanceState, PreemptionNotice,
+)
+from scheduler.models.jobs import (
+    AllowDeny, CheckpointSpec, Job, JobEvent, JobSpec, JobState, MarketChoice, Placement,
+    PlacementEnd, Resources,
+)
+from scheduler.models.offers import Market, Offer, OfferKey, PriceObservation
+
+__all__ = [
+    "AllowDeny", "CheckpointFile", "CheckpointManifest", "CheckpointSpec", "Instance",
+    "InstanceState", "Job", "JobEvent", "JobSpec", "JobState", "Market", "MarketChoice",
+    "Offer", "OfferKey", "Placement", "PlacementEnd", "PreemptionNotice", "PriceObservation",
+    "Resources", "StrictModel", "TAG_ATTEMPT", "TAG_JOB", "TAG_OWNER", "ValueModel",
+    "describe_validation_error", "format_validation_error", "parse_lenient", "utcnow",
+]

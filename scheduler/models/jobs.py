@@ -1,0 +1,279 @@
+"""Job spec (what users submit), jobs, placements and the event timeline.
+
+The job spec is read from YAML (``schedctl submit job.yaml``) or the API; it is strict: unknown
+fields, wrong types and out-of-range values are refused with the field's path, the bad value and
+what is allowed (see :func:`scheduler.models.errors.describe_validation_error`).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from datetime import datetime
+from enum import Enum
+
+from pydantic import Field, field_validator, model_validator
+
+from scheduler.models.base import StrictModel, ensure_utc, utcnow
+from scheduler.models.offers import Market, Offer
+
+_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+
+
+class MarketChoice(str, Enum):
+    """Which markets a job accepts: only spot, only on-demand, or ``auto`` (either, cheapest)."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    AUTO = "auto"
+
+    def allows(self, market: Market) -> bool:
+        return self is MarketChoice.AUTO or self.value == market.value
+
+
+class Resources(StrictModel):
+    """What one instance must have. VRAM and memory are GiB; ``gpu_models`` matches
+    case-insensitively (``V100`` matches ``v100``); empty or absent means any model."""
+
+    gpu_count: int = Field(default=1, ge=0, le=64)
+    min_vram_gib: float = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
+    gpu_models: list[str] | None = None
+    min_vcpus: int = Field(default=0, ge=0, le=4096)
+    min_memory_gib: float = Field(default=0, ge=0, le=65536)
+
+
+class AllowDeny(StrictModel):
+    """An allow list (empty means all) and a deny list (always wins)."""
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    def permits(self, value: str) -> bool:
+        if value in self.deny:
+            return False
+        return not self.allow or value in self.allow
+
+
+class CheckpointSpec(StrictModel):
+    """Where the job writes checkpoints and how they are synced.
+
+    - **dir**: path relative to the job's working directory, exported as ``SCHED_CHECKPOINT_DIR``.
+    - **sync_interval_s**: seconds between periodic syncs to the checkpoint store.
+    - **grace_s**: seconds the job gets, after the signal, to save and exit before it is killed.
+    - **signal**: the signal sent on a preemption notice or a migration (default ``SIGTERM``).
+    """
+
+    dir: str = Field(default="checkpoints", min_length=1)
+    sync_interval_s: float = Field(default=60, ge=1, le=86400)
+    grace_s: float = Field(default=30, ge=0, le=3600)
+    signal: str = "SIGTERM"
+
+    @field_validator("dir")
+    @classmethod
+    def _relative_dir(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("must be a path relative to the working directory, without '..'")
+        return value
+
+    @field_validator("signal")
+    @classmethod
+    def _known_signal(cls, value: str) -> str:
+        allowed = ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP")
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    def signal_number(self) -> int:
+        return int(getattr(signal, self.signal))
+
+
+class JobSpec(StrictModel):
+    """What a user submits. See ``examples/charlm-job.yaml`` for a complete example.
+
+    - **name**: lowercase letters, digits, ``.``, ``_``, ``-``; 1–63 characters.
+    - **command**: shell command run in the working directory on the instance.
+    - **workdir**: local directory whose files are shipped with the job (optional).
+    - **env**: extra environment variables for the command.
+    - **resources**: see :class:`Resources`.
+    - **market**: ``spot`` | ``on-demand`` | ``auto`` (default ``auto``).
+    - **providers**, **regions**, **zones**: allow/deny lists.
+    - **max_price_usd_per_hour**: refuse offers above this price.
+    - **max_interruption_risk**: refuse spot offers riskier than this (monthly frequency, 0–1).
+    - **checkpoint**: see :class:`CheckpointSpec`.
+    - **deadline**: optional aware time by which the job should finish.
+    - **max_failures**: times the command may exit non-zero (not from a preemption) before the
+      job fails; default 0.
+    """
+
+    name: str
+    command: str = Field(min_length=1)
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    market: MarketChoice = MarketChoice.AUTO
+    providers: AllowDeny = Field(default_factory=AllowDeny)
+    regions: AllowDeny = Field(default_factory=AllowDeny)
+    zones: AllowDeny = Field(default_factory=AllowDeny)
+    max_price_usd_per_hour: float | None = Field(default=None, gt=0)
+    max_interruption_risk: float | None = Field(default=None, ge=0, le=1)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    deadline: datetime | None = None
+    max_failures: int = Field(default=0, ge=0, le=100)
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                "must be 1-63 lowercase letters, digits, '.', '_' or '-', "
+                "starting and ending with a letter or digit"
+            )
+        return value
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline_aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must include a timezone, e.g. 2026-12-01T18:00:00Z")
+        return None if value is None else ensure_utc(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(f"environment variable name {key!r} is not a valid identifier")
+            if key.startswith("SCHED_"):
+                raise ValueError(f"{key!r}: names starting with SCHED_ are set by the scheduler")
+        return value
+
+    @model_validator(mode="after")
+    def _resources_consistent(self) -> "JobSpec":
+        if self.resources.gpu_count == 0 and (
+            self.resources.min_vram_gib > 0 or self.resources.gpu_models
+        ):
+            raise ValueError(
+                "resources: min_vram_gib and gpu_models need gpu_count >= 1"
+            )
+        return self
+
+
+class JobState(str, Enum):
+    """Lifecycle: pending → provisioning → running → (checkpointing → migrating →
+    provisioning …) → succeeded | failed | cancelled."""
+
+    PENDING = "pending"
+    PROVISIONING = "provisioning"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    MIGRATING = "migrating"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def is_terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class PlacementEnd(str, Enum):
+    """Why a placement ended."""
+
+    PREEMPTED = "preempted"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    LAUNCH_FAILED = "launch-failed"
+
+
+class Placement(StrictModel):
+    """One attempt of a job on one offer.
+
+    ``client_token`` makes the launch idempotent (``{job_id}-{attempt}``). ``time_scale`` is
+    market seconds per wall second (1 on real clouds; >1 on a replayed market) so that cost is
+    ``price_usd_per_hour × (ended_at − started_at) × time_scale``.
+    """
+
+    attempt: int = Field(ge=1)
+    offer: Offer
+    client_token: str
+    decided_at: datetime
+    instance_id: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    end_reason: PlacementEnd | None = None
+    time_scale: float = Field(default=1.0, gt=0)
+
+    def billed_hours(self, now: datetime | None = None) -> float:
+        """Market hours this placement has been billed so far (0 before the instance started)."""
+        if self.started_at is None:
+            return 0.0
+        end = self.ended_at or now or utcnow()
+        return max(0.0, (end - self.started_at).total_seconds()) * self.time_scale / 3600.0
+
+    def cost_usd(self, now: datetime | None = None) -> float:
+        return self.offer.price_usd_per_hour * self.billed_hours(now)
+
+
+class JobEvent(StrictModel):
+    """One line of a job's timeline. ``state`` is the state after the event."""
+
+    at: datetime
+    state: JobState
+    message: str
+    offer: str | None = Field(default=None, description="series key of the offer involved")
+    price_usd_per_hour: float | None = None
+
+
+class Job(StrictModel):
+    """A submitted job and everything the controller recorded about it.
+
+    ``version`` increases on every write; the store refuses a write based on a stale version.
+    """
+
+    id: str
+    spec: JobSpec
+    state: JobState = JobState.PENDING
+    created_at: datetime
+    updated_at: datetime
+    version: int = 0
+    attempt: int = 0
+    failures: int = 0
+    placement: Placement | None = None
+    placements: list[Placement] = Field(default_factory=list)
+    events: list[JobEvent] = Field(default_factory=list)
+    cancel_requested: bool = False
+    waiting_reason: str | None = None
+    last_checkpoint_id: str | None = None
+    on_demand_reference_usd_per_hour: float | None = Field(
+        default=None,
+        description="cheapest eligible on-demand price when first placed: the all-on-demand baseline",
+    )
+
+    def record(self, state: JobState, message: str, *, offer: Offer | None = None,
+               at: datetime | None = None) -> None:
+        """Set ``state`` and append a timeline event (with the offer and its price, if any)."""
+        self.state = state
+        self.events.append(
+            JobEvent(
+                at=at or utcnow(), state=state, message=message,
+                offer=offer.key.series() if offer else None,
+                price_usd_per_hour=offer.price_usd_per_hour if offer else None,
+            )
+        )
+
+    def all_placements(self) -> list[Placement]:
+        """Past placements followed by the current one, if any."""
+        return self.placements + ([self.placement] if self.placement else [])
+
+    def cost_usd(self, now: datetime | None = None) -> float:
+        return sum(p.cost_usd(now) for p in self.all_placements())
+
+    def billed_hours(self, now: datetime | None = None) -> float:
+        return sum(p.billed_hours(now) for p in self.all_placements())
+
+    def on_demand_cost_usd(self, now: datetime | None = None) -> float | None:
+        """What the same running time would have cost on the cheapest eligible on-demand offer."""
+        if self.on_demand_reference_usd_per_hour is None:
+            return None
+        return self.on_demand_reference_usd_per_hour * self.billed_hours(now)

@@ -1,0 +1,95 @@
+"""Offers and price observations: what can be rented, and what it cost when.
+
+An **offer** is one rentable configuration at one moment. Its ``key`` (provider, region, zone,
+instance type, market) is also the **series key** of its price history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+
+from pydantic import Field, field_validator
+
+from scheduler.models.base import ValueModel, ensure_utc
+
+
+class Market(str, Enum):
+    """How an instance is bought: ``spot`` (cheap, can be reclaimed) or ``on-demand``."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+
+class OfferKey(ValueModel):
+    """Identity of an offer and of its price series: provider/region/zone/instance type/market."""
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    market: Market
+
+    def series(self) -> str:
+        """Stable string form, e.g. ``replay/us-west-2/us-west-2a/p3.2xlarge/spot``."""
+        return "/".join(
+            [self.provider, self.region, self.zone, self.instance_type, self.market.value]
+        )
+
+    @classmethod
+    def from_series(cls, series: str) -> "OfferKey":
+        """Inverse of :meth:`series`. Raises ``ValueError`` on a malformed string."""
+        parts = series.split("/")
+        if len(parts) != 5:
+            raise ValueError(f"series key must have 5 '/'-separated parts, got {series!r}")
+        provider, region, zone, instance_type, market = parts
+        return cls(
+            provider=provider, region=region, zone=zone,
+            instance_type=instance_type, market=Market(market),
+        )
+
+
+class Offer(ValueModel):
+    """One rentable configuration at one moment.
+
+    Prices are USD per hour for the whole instance. ``interruption_risk`` is the monthly
+    interruption frequency as a fraction in [0, 1] (the AWS Spot Advisor notion: share of spot
+    instances reclaimed over a trailing month); on-demand offers carry 0. ``observed_at`` is
+    aware UTC, when the provider reported the offer.
+    """
+
+    provider: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    market: Market
+    gpu_model: str = Field(min_length=1)
+    gpu_count: int = Field(ge=0)
+    vram_gib: float = Field(ge=0, description="GPU memory per GPU, GiB")
+    vcpus: int = Field(ge=0)
+    memory_gib: float = Field(ge=0, description="host memory, GiB")
+    price_usd_per_hour: float = Field(ge=0)
+    on_demand_price_usd_per_hour: float | None = Field(
+        default=None, ge=0, description="the same instance type's on-demand price, for savings"
+    )
+    interruption_risk: float = Field(default=0.0, ge=0, le=1)
+    observed_at: datetime
+
+    _validate_observed_at = field_validator("observed_at")(ensure_utc)
+
+    @property
+    def key(self) -> OfferKey:
+        return OfferKey(
+            provider=self.provider, region=self.region, zone=self.zone,
+            instance_type=self.instance_type, market=self.market,
+        )
+
+
+class PriceObservation(ValueModel):
+    """One observed price: ``(series key, observed_at, price_usd_per_hour)``."""
+
+    series: str
+    observed_at: datetime
+    price_usd_per_hour: float = Field(ge=0)
+
+    _validate_observed_at = field_validator("observed_at")(ensure_utc)
