@@ -1,0 +1,73 @@
+"""What a node agent reports to the daemon, and what the daemon answers.
+
+The agent POSTs an :class:`AgentReport` to ``/v1/agent/{instance_id}/report`` (bearer: the
+agent token issued at launch) on every phase change and every heartbeat; the daemon answers with
+an :class:`AgentCommand`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+
+from pydantic import Field, field_validator
+
+from scheduler.models.base import StrictModel, ensure_utc
+from scheduler.models.instances import PreemptionNotice
+
+
+class AgentPhase(str, Enum):
+    """Where the agent is.
+
+    ``starting`` → ``restoring`` → ``running`` → one of: ``succeeded`` (command exited 0, final
+    checkpoint committed), ``failed`` (exited non-zero, checkpoint committed), or, after a
+    preemption notice or a stop command, ``checkpointing`` → ``checkpointed`` (signal sent,
+    grace waited, checkpoint committed; the agent then exits).
+    """
+
+    STARTING = "starting"
+    RESTORING = "restoring"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    CHECKPOINTED = "checkpointed"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    def is_final(self) -> bool:
+        return self in (AgentPhase.CHECKPOINTED, AgentPhase.SUCCEEDED, AgentPhase.FAILED)
+
+
+class AgentReport(StrictModel):
+    """One report from a node agent.
+
+    - **checkpoint_id**: the newest checkpoint this agent committed (``None`` if none yet).
+    - **restored_from**: the checkpoint restored before the command started, if any.
+    - **notice**: the preemption notice read from instance metadata, once seen.
+    - **log_lines**: new output lines of the command since the previous report (at most 500).
+    """
+
+    job_id: str
+    attempt: int = Field(ge=1)
+    phase: AgentPhase
+    at: datetime
+    exit_code: int | None = None
+    checkpoint_id: str | None = None
+    restored_from: str | None = None
+    notice: PreemptionNotice | None = None
+    log_lines: list[str] = Field(default_factory=list, max_length=500)
+    message: str | None = Field(default=None, max_length=2000)
+
+    _utc = field_validator("at")(ensure_utc)
+
+
+class AgentAction(str, Enum):
+    CONTINUE = "continue"
+    STOP = "stop"
+
+
+class AgentCommand(StrictModel):
+    """The daemon's answer: ``continue``, or ``stop`` (signal the job, checkpoint, exit) —
+    sent when the job is cancelled or being migrated."""
+
+    action: AgentAction = AgentAction.CONTINUE
+    reason: str | None = None
