@@ -1,0 +1,32 @@
+"""Redis-backed state: jobs, offers and price history, agents, leases. Keys live in
+:mod:`scheduler.store.keys` only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from scheduler.store.agents import AgentStore
+from scheduler.store.jobs import JobExistsError, JobStore, StaleJobError
+from scheduler.store.leases import Leases
+from scheduler.store.offers import OfferStore
+
+
+@dataclass
+class Store:
+    """All stores over one client."""
+
+    redis: redis.Redis
+    jobs: JobStore
+    offers: OfferStore
+    agents: AgentStore
+    leases: Leases
+
+    @classmethod
+    def over(cls, client: redis.Redis) -> "Store":
+        return cls(client, JobStore(client), OfferStore(client), AgentStore(client), Leases(client))
+
+
+__all__ = ["AgentStore", "JobExistsError", "JobStore", "Leases", "OfferStore", "StaleJobError",
+           "Store"]

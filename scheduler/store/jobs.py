@@ -1,0 +1,101 @@
+"""Jobs in Redis: one JSON document per job, written with optimistic concurrency.
+
+Every write goes through :meth:`JobStore.save`, which WATCHes the job key, refuses to overwrite
+a newer version (:class:`StaleJobError`) and maintains the job indexes in the same MULTI, so a
+crash never leaves a job half-written or missing from an index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import redis
+
+from scheduler.models import Job, parse_lenient, utcnow
+from scheduler.store import keys
+from scheduler.timing import JOB_LOG_MAX_LINES
+
+
+class JobExistsError(Exception):
+    """A job with this id is already stored."""
+
+
+class StaleJobError(Exception):
+    """The job changed since it was read; re-read and retry the step."""
+
+
+class JobStore:
+    """CRUD for :class:`Job` plus per-job logs. Thread-safe (one redis-py client)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+
+    def create(self, job: Job) -> Job:
+        """Store a new job. Raises :class:`JobExistsError` if the id is taken."""
+        job = job.model_copy(update={"version": 1})
+        with self._r.pipeline() as pipe:
+            try:
+                pipe.watch(keys.job(job.id))
+                if pipe.exists(keys.job(job.id)):
+                    raise JobExistsError(job.id)
+                pipe.multi()
+                self._write(pipe, job)
+                pipe.execute()
+            except redis.WatchError as exc:
+                raise JobExistsError(job.id) from exc
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        raw = self._r.get(keys.job(job_id))
+        return parse_lenient(Job, raw) if raw else None
+
+    def save(self, job: Job) -> Job:
+        """Write ``job`` if the stored version is still ``job.version``; return it with the
+        version bumped. Raises :class:`StaleJobError` otherwise."""
+        key = keys.job(job.id)
+        with self._r.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                raw = pipe.get(key)
+                stored = parse_lenient(Job, raw).version if raw else None
+                if stored != job.version:
+                    raise StaleJobError(f"job {job.id}: stored v{stored}, writing from v{job.version}")
+                new = job.model_copy(update={"version": job.version + 1, "updated_at": utcnow()})
+                pipe.multi()
+                self._write(pipe, new)
+                pipe.execute()
+                return new
+            except redis.WatchError as exc:
+                raise StaleJobError(f"job {job.id} changed during the write") from exc
+
+    def _write(self, pipe: redis.client.Pipeline, job: Job) -> None:
+        pipe.set(keys.job(job.id), job.model_dump_json())
+        pipe.zadd(keys.JOBS_INDEX, {job.id: int(job.created_at.timestamp() * 1000)})
+        if job.state.is_terminal():
+            pipe.srem(keys.ACTIVE_JOBS, job.id)
+        else:
+            pipe.sadd(keys.ACTIVE_JOBS, job.id)
+
+    def active_ids(self) -> list[str]:
+        return sorted(self._r.smembers(keys.ACTIVE_JOBS))
+
+    def list(self, limit: int = 100) -> list[Job]:
+        """Newest first, at most ``limit``."""
+        ids = self._r.zrevrange(keys.JOBS_INDEX, 0, max(0, limit - 1))
+        if not ids:
+            return []
+        raws = self._r.mget([keys.job(i) for i in ids])
+        return [parse_lenient(Job, raw) for raw in raws if raw]
+
+    def append_logs(self, job_id: str, lines: Iterable[str]) -> None:
+        lines = list(lines)
+        if not lines:
+            return
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.rpush(keys.job_logs(job_id), *lines)
+            pipe.ltrim(keys.job_logs(job_id), -JOB_LOG_MAX_LINES, -1)
+            pipe.execute()
+
+    def logs(self, job_id: str, start: int = 0) -> list[str]:
+        """Log lines from index ``start`` (negative counts from the end)."""
+        return self._r.lrange(keys.job_logs(job_id), start, -1)

@@ -1,0 +1,91 @@
+"""Latest offers per provider, price history, and the unavailable-offers cache."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+
+import redis
+
+from scheduler.models import Offer, OfferKey, PriceObservation, parse_lenient
+from scheduler.store import keys
+from scheduler.timing import OFFERS_TTL_S
+
+_UNAVAILABLE = keys.UNAVAILABLE_OFFERS
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+class OfferStore:
+    """Latest offers (replaced per provider in one transaction) and every price observation."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+
+    def replace_offers(self, provider: str, offers: Iterable[Offer]) -> int:
+        """Make ``offers`` the provider's latest offers, atomically. Returns how many.
+
+        Callers must not call this with an empty list after a failed poll (keep the last good
+        data); an empty list from a successful poll does clear the provider's offers.
+        """
+        offers = list(offers)
+        key = keys.offers(provider)
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            if offers:
+                pipe.hset(key, mapping={o.key.series(): o.model_dump_json() for o in offers})
+                pipe.expire(key, OFFERS_TTL_S)
+            pipe.sadd(keys.OFFER_PROVIDERS, provider)
+            pipe.execute()
+        return len(offers)
+
+    def all_offers(self) -> list[Offer]:
+        out: list[Offer] = []
+        for provider in sorted(self._r.smembers(keys.OFFER_PROVIDERS)):
+            out.extend(parse_lenient(Offer, raw) for raw in self._r.hvals(keys.offers(provider)))
+        return out
+
+    def append_prices(self, observations: Iterable[PriceObservation]) -> int:
+        """Append observations to their series' history (idempotent: the same observation twice
+        is stored once). Returns how many were given."""
+        n = 0
+        with self._r.pipeline(transaction=False) as pipe:
+            for obs in observations:
+                ms = _ms(obs.observed_at)
+                pipe.zadd(keys.prices(obs.series), {f"{ms}:{obs.price_usd_per_hour!r}": ms})
+                pipe.sadd(keys.SERIES_INDEX, obs.series)
+                n += 1
+            pipe.execute()
+        return n
+
+    def price_history(self, series: str, since: datetime | None = None,
+                      until: datetime | None = None) -> list[PriceObservation]:
+        lo = _ms(since) if since else "-inf"
+        hi = _ms(until) if until else "+inf"
+        out = []
+        for member in self._r.zrangebyscore(keys.prices(series), lo, hi):
+            ms, price = member.split(":", 1)
+            out.append(PriceObservation(
+                series=series, price_usd_per_hour=float(price),
+                observed_at=datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc),
+            ))
+        return out
+
+    def series(self) -> list[str]:
+        return sorted(self._r.smembers(keys.SERIES_INDEX))
+
+    def mark_unavailable(self, key: OfferKey, ttl_s: float) -> None:
+        """Skip ``key`` for ``ttl_s`` seconds (after a capacity error or a preemption)."""
+        expiry = int((time.time() + ttl_s) * 1000)
+        self._r.zadd(_UNAVAILABLE, {key.series(): expiry})
+
+    def unavailable(self) -> set[OfferKey]:
+        now = int(time.time() * 1000)
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.zremrangebyscore(_UNAVAILABLE, "-inf", now)
+            pipe.zrangebyscore(_UNAVAILABLE, now, "+inf")
+            _, members = pipe.execute()
+        return {OfferKey.from_series(m) for m in members}

@@ -1,0 +1,33 @@
+"""Every TTL, poll interval and timeout of the service, with why it has its value.
+
+Units are in the names. Replayed markets compress market time, not these wall-clock timings.
+"""
+
+# How often the reconcile loop runs over active jobs; a step is cheap, so react quickly.
+RECONCILE_INTERVAL_S = 1.0
+# How often providers are polled for offers and prices. Real clouds change spot prices at most
+# every few minutes; a replayed market changes as fast as its time scale, so it is polled faster.
+OFFER_POLL_S = 60.0
+REPLAY_OFFER_POLL_S = 2.0
+# How long an offer that failed with a capacity error (or was just reclaimed) is skipped
+# (Karpenter's unavailable-offerings cache uses 3 minutes).
+UNAVAILABLE_OFFER_TTL_S = 180
+# Agent heartbeats every AGENT_HEARTBEAT_S; an instance silent for AGENT_LOST_AFTER_S whose
+# provider no longer reports it running is presumed lost.
+AGENT_HEARTBEAT_S = 2.0
+AGENT_LOST_AFTER_S = 60.0
+# A launched instance whose agent never reported within this time is replaced.
+AGENT_START_TIMEOUT_S = 300.0
+# After the grace period the agent still needs time to upload the checkpoint.
+CHECKPOINT_SYNC_TIMEOUT_S = 300.0
+# A job control lease outlives a few reconcile passes so a slow pass does not lose it, and is
+# short enough that a dead replica's jobs are taken over quickly.
+JOB_LEASE_TTL_S = 15
+# Orphan collection: instances we own that no job claims are terminated after this age, so an
+# instance launched a moment before its job record was written is not killed by mistake.
+ORPHAN_GRACE_S = 30.0
+ORPHAN_SWEEP_S = 10.0
+# Log lines kept per job in Redis.
+JOB_LOG_MAX_LINES = 10_000
+# Latest offers expire if no poll refreshed them (a provider gone silent must not look current).
+OFFERS_TTL_S = 3600
