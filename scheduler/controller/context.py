@@ -1,0 +1,110 @@
+"""What a reconcile step needs: the store, the providers, and how to bootstrap an agent."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from providers.base import Provider
+from providers.errors import ProviderError
+from scheduler.models import TAG_OWNER, Instance, Job, utcnow
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+
+log = logging.getLogger(__name__)
+
+
+class ProviderRegistry:
+    """Routes an offer's ``provider`` name to the adapter serving it.
+
+    A replayed market serves several provider names at once (it imitates them), so an adapter
+    may register under every name in its ``provider_names`` attribute.
+    """
+
+    def __init__(self, providers: Iterable[Provider] = ()) -> None:
+        self._by_name: dict[str, Provider] = {}
+        self._adapters: list[Provider] = []
+        for p in providers:
+            self.add(p)
+
+    def add(self, provider: Provider) -> None:
+        self._adapters.append(provider)
+        for name in getattr(provider, "provider_names", None) or {provider.name}:
+            self._by_name[name] = provider
+
+    def get(self, name: str) -> Provider:
+        """Raises ``KeyError`` naming the provider when none is configured."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"no provider configured for {name!r}") from None
+
+    def adapters(self) -> list[Provider]:
+        return list(self._adapters)
+
+
+@dataclass
+class AgentBootstrap:
+    """How launched agents reach the daemon and the checkpoint store.
+
+    ``store_env`` holds the store's credentials for the agent (e.g. AWS_ACCESS_KEY_ID); it goes
+    only into the launch request, never into Redis or logs.
+    """
+
+    api_url: str
+    store_url: str
+    tokens: AgentTokens
+    store_env: dict[str, str] = field(default_factory=dict)
+
+    def env_for(self, job: Job, attempt: int) -> dict[str, str]:
+        return {
+            "GA_API_URL": self.api_url,
+            "GA_AGENT_TOKEN": self.tokens.issue(job.id, attempt),
+            "GA_JOB_ID": job.id,
+            "GA_ATTEMPT": str(attempt),
+            "GA_STORE_URL": self.store_url,
+            "GA_JOB_SPEC": json.dumps(job.spec.model_dump(mode="json")),
+            **self.store_env,
+        }
+
+
+@dataclass
+class Observed:
+    """Instances as providers describe them, fetched once per reconcile pass."""
+
+    by_id: dict[str, Instance] = field(default_factory=dict)
+    failed_providers: set[str] = field(default_factory=set)
+
+    def instance(self, instance_id: str | None) -> Instance | None:
+        return self.by_id.get(instance_id) if instance_id else None
+
+    def by_client_token(self, token: str) -> Instance | None:
+        return next((i for i in self.by_id.values() if i.client_token == token), None)
+
+
+@dataclass
+class Context:
+    store: Store
+    providers: ProviderRegistry
+    bootstrap: AgentBootstrap
+    owner: str
+    clock: Callable[[], datetime] = utcnow
+    observed: Observed = field(default_factory=Observed)
+
+    def observe(self) -> Observed:
+        """Describe every instance we own, per adapter. An adapter that fails is remembered so
+        that no step concludes "instance gone" from a failed describe."""
+        observed = Observed()
+        for adapter in self.providers.adapters():
+            try:
+                for inst in adapter.describe({TAG_OWNER: self.owner}):
+                    observed.by_id[inst.id] = inst
+            except ProviderError as exc:
+                log.warning("describe failed for %s: %s", adapter.name, exc)
+                observed.failed_providers.update(
+                    getattr(adapter, "provider_names", None) or {adapter.name})
+        self.observed = observed
+        return observed

@@ -1,0 +1,124 @@
+"""Step for a job with a live instance: compare what the agent and the provider report with
+what the job record says, and take the one next step.
+
+Observed facts, in the order they win:
+1. the agent's final report (succeeded / failed / checkpointed),
+2. a cancel request the agent did not act on,
+3. a preemption notice (from the provider's describe or the agent),
+4. the instance gone (terminated by the provider, or silent for too long),
+5. the agent running (provisioning → running), a newer checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler.controller.context import Context
+from scheduler.controller.transitions import end_placement, finish, save, terminate_current, wait
+from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice
+from scheduler.models.agents import AgentPhase, AgentReport
+from scheduler.timing import (
+    AGENT_LOST_AFTER_S, AGENT_START_TIMEOUT_S, CHECKPOINT_SYNC_TIMEOUT_S, UNAVAILABLE_OFFER_TTL_S,
+)
+from providers.errors import ProviderError
+
+
+def observe(ctx: Context, job: Job) -> Job | None:
+    placement = job.placement
+    assert placement is not None and placement.instance_id is not None
+    report = ctx.store.agents.last_report(job.id, placement.attempt)
+    new_checkpoint = (report is not None and report.checkpoint_id is not None
+                      and report.checkpoint_id != job.last_checkpoint_id)
+    if new_checkpoint:
+        job.last_checkpoint_id = report.checkpoint_id
+    if report is not None and report.phase.is_final():
+        return _agent_finished(ctx, job, report)
+    if job.cancel_requested and _agent_silent(ctx, report, placement.started_at):
+        return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
+                      "cancelled (the agent did not answer; instance terminated)")
+    instance = ctx.observed.instance(placement.instance_id)
+    notice = (instance.notice if instance else None) or (report.notice if report else None)
+    if notice is not None and job.state is not JobState.CHECKPOINTING:
+        return _noticed(ctx, job, notice)
+    if placement.offer.provider not in ctx.observed.failed_providers:
+        if instance is None or instance.state.is_gone():
+            why = (instance.terminated_reason if instance else None) or "no longer reported"
+            return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
+                         PlacementEnd.PREEMPTED if notice or why == "preempted" else PlacementEnd.LOST)
+    if job.state is JobState.CHECKPOINTING and notice is not None:
+        deadline = notice.action_at + timedelta(seconds=CHECKPOINT_SYNC_TIMEOUT_S)
+        if ctx.clock() > deadline:
+            return _lost(ctx, job, "no checkpoint reported after the notice", PlacementEnd.PREEMPTED)
+    if report is None:
+        started = placement.started_at or placement.decided_at
+        if (ctx.clock() - started).total_seconds() > AGENT_START_TIMEOUT_S:
+            return _lost(ctx, job, f"agent never reported within {AGENT_START_TIMEOUT_S:.0f} s",
+                         PlacementEnd.LOST)
+    elif (ctx.clock() - report.at).total_seconds() > AGENT_LOST_AFTER_S:
+        return _lost(ctx, job, f"agent silent for over {AGENT_LOST_AFTER_S:.0f} s", PlacementEnd.LOST)
+    elif job.state is JobState.PROVISIONING and report.phase in (AgentPhase.RESTORING, AgentPhase.RUNNING):
+        if report.phase is AgentPhase.RUNNING:
+            restored = f", resumed from checkpoint {report.restored_from}" if report.restored_from else ""
+            job.waiting_reason = None
+            job.record(JobState.RUNNING, f"running on {placement.instance_id}{restored}",
+                       offer=placement.offer, at=ctx.clock())
+            return save(ctx, job)
+    return save(ctx, job) if new_checkpoint else None
+
+
+def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
+    last = report.at if report else started
+    return last is None or (ctx.clock() - last).total_seconds() > AGENT_LOST_AFTER_S
+
+
+def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
+    ckpt = f" (checkpoint {report.checkpoint_id})" if report.checkpoint_id else ""
+    if report.phase is AgentPhase.SUCCEEDED:
+        return finish(ctx, job, PlacementEnd.SUCCEEDED, JobState.SUCCEEDED,
+                      f"command exited 0; final checkpoint committed{ckpt}")
+    if report.phase is AgentPhase.FAILED:
+        job.failures += 1
+        if job.failures > job.spec.max_failures:
+            return finish(ctx, job, PlacementEnd.FAILED, JobState.FAILED,
+                          f"command exited {report.exit_code}; failure {job.failures} "
+                          f"exceeds max_failures={job.spec.max_failures}{ckpt}")
+        return finish(ctx, job, PlacementEnd.FAILED, JobState.PENDING,
+                      f"command exited {report.exit_code}; restarting "
+                      f"(failure {job.failures} of {job.spec.max_failures} allowed){ckpt}")
+    # checkpointed: the agent stopped the command after a notice or a stop command.
+    if job.cancel_requested:
+        return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED, f"cancelled{ckpt}")
+    reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST
+    return finish(ctx, job, reason, JobState.MIGRATING,
+                  f"checkpoint committed after {'the preemption notice' if report.notice else 'stop'}"
+                  f"{ckpt}; migrating")
+
+
+def _noticed(ctx: Context, job: Job, notice: PreemptionNotice) -> Job:
+    placement = job.placement
+    assert placement is not None
+    ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
+    job.record(JobState.CHECKPOINTING,
+               f"preemption notice: {notice.action} at {notice.action_at:%H:%M:%S} UTC; "
+               "agent checkpointing", offer=placement.offer, at=ctx.clock())
+    return save(ctx, job)
+
+
+def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd) -> Job | None:
+    placement = job.placement
+    assert placement is not None
+    try:
+        terminate_current(ctx, job)
+    except ProviderError as exc:
+        return wait(ctx, job, f"terminating the instance failed, retrying: {exc}")
+    if reason is PlacementEnd.PREEMPTED:
+        ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
+    offer = placement.offer
+    end_placement(ctx, job, reason)
+    if job.cancel_requested:
+        job.record(JobState.CANCELLED, f"{message}; cancelled", offer=offer, at=ctx.clock())
+    else:
+        ckpt = job.last_checkpoint_id or "none yet"
+        job.record(JobState.MIGRATING, f"{message}; migrating from checkpoint {ckpt}",
+                   offer=offer, at=ctx.clock())
+    return save(ctx, job)

@@ -1,0 +1,72 @@
+"""The level-triggered reconcile loop: for each active job, one idempotent step per pass.
+
+A pass first describes every instance we own (once, for all jobs), then for each active job
+whose control lease it can take, reads the job and dispatches on its state. Any crash between
+two lines leaves Redis and the clouds in a state the next pass, on any replica, can continue
+from.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scheduler.controller.context import Context
+from scheduler.controller.launching import launch
+from scheduler.controller.observing import observe
+from scheduler.controller.placing import place
+from scheduler.controller.transitions import finish, save
+from scheduler.models import Job, JobState, PlacementEnd
+from scheduler.store import StaleJobError, keys
+from scheduler.timing import JOB_LEASE_TTL_S
+
+log = logging.getLogger(__name__)
+
+
+def step(ctx: Context, job: Job) -> Job | None:
+    """Take at most one step for ``job``; return the saved job, or ``None`` if nothing changed."""
+    if job.state.is_terminal():
+        return None
+    if job.cancel_requested and job.placement is None:
+        job.record(JobState.CANCELLED, "cancelled before any instance ran", at=ctx.clock())
+        return save(ctx, job)
+    if job.state in (JobState.PENDING, JobState.MIGRATING) or job.placement is None:
+        return place(ctx, job)
+    if job.placement.instance_id is None:
+        if job.cancel_requested:
+            return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
+                          "cancelled before launch")
+        return launch(ctx, job)
+    return observe(ctx, job)
+
+
+def reconcile_job(ctx: Context, job_id: str) -> Job | None:
+    job = ctx.store.jobs.get(job_id)
+    if job is None:
+        return None
+    return step(ctx, job)
+
+
+def reconcile_pass(ctx: Context) -> int:
+    """One pass over every active job. Returns how many jobs changed. Never raises: a failing
+    job is logged and retried next pass."""
+    job_ids = ctx.store.jobs.active_ids()
+    if not job_ids:
+        return 0
+    ctx.observe()
+    changed = 0
+    for job_id in job_ids:
+        if not ctx.store.leases.acquire(keys.job_lease(job_id), JOB_LEASE_TTL_S):
+            continue
+        try:
+            job = reconcile_job(ctx, job_id)
+            changed += job is not None
+            # A fresh placement is launched in the same pass. Nothing else is chained: the
+            # instances observed at the start of the pass predate this step.
+            if job is not None and job.placement is not None and job.placement.instance_id is None \
+                    and not job.state.is_terminal():
+                changed += reconcile_job(ctx, job_id) is not None
+        except StaleJobError:
+            log.debug("job %s changed under us; next pass", job_id)
+        except Exception:
+            log.exception("reconcile of job %s failed; retrying next pass", job_id)
+    return changed

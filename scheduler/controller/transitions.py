@@ -1,0 +1,67 @@
+"""Small shared moves of the reconcile steps: end the current placement, save with a reason."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from providers.errors import ProviderError
+from scheduler.controller.context import Context
+from scheduler.models import Job, JobEvent, JobState, PlacementEnd
+
+log = logging.getLogger(__name__)
+
+
+def client_token(job_id: str, attempt: int) -> str:
+    """Idempotency token of one launch attempt: stable, short (≤ 64 chars, as EC2 requires)."""
+    digest = hashlib.sha256(job_id.encode()).hexdigest()[:24]
+    return f"ga-{digest}-{attempt}"
+
+
+def save(ctx: Context, job: Job) -> Job:
+    return ctx.store.jobs.save(job)
+
+
+def wait(ctx: Context, job: Job, reason: str) -> Job | None:
+    """Record why the job cannot progress, once per distinct reason (no event spam)."""
+    if job.waiting_reason == reason:
+        return None
+    job.waiting_reason = reason
+    job.events.append(JobEvent(at=ctx.clock(), state=job.state, message=f"waiting: {reason}"))
+    return save(ctx, job)
+
+
+def terminate_current(ctx: Context, job: Job) -> None:
+    """Terminate the current placement's instance, if it has one (idempotent).
+
+    Raises ``ProviderError`` when the provider cannot be reached: the caller leaves the job as
+    it is and the next pass tries again.
+    """
+    placement = job.placement
+    if placement is None or placement.instance_id is None:
+        return
+    ctx.providers.get(placement.offer.provider).terminate(placement.instance_id)
+
+
+def end_placement(ctx: Context, job: Job, reason: PlacementEnd) -> None:
+    """Close the current placement (billing stops now) and move it to the history."""
+    placement = job.placement
+    if placement is None:
+        return
+    placement.ended_at = ctx.clock()
+    placement.end_reason = reason
+    job.placements.append(placement)
+    job.placement = None
+
+
+def finish(ctx: Context, job: Job, reason: PlacementEnd, state: JobState, message: str) -> Job | None:
+    """Terminate the instance, close the placement and move the job to ``state``."""
+    try:
+        terminate_current(ctx, job)
+    except ProviderError as exc:
+        return wait(ctx, job, f"terminating the instance failed, retrying: {exc}")
+    offer = job.placement.offer if job.placement else None
+    end_placement(ctx, job, reason)
+    job.waiting_reason = None
+    job.record(state, message, offer=offer, at=ctx.clock())
+    return save(ctx, job)
