@@ -1,0 +1,118 @@
+"""The daemon's HTTP API (FastAPI), for the CLI and the node agents.
+
+Users authenticate with the daemon's API token; agents with a token scoped to one attempt of
+one job (``scheduler.store.agents.AgentTokens``), which cannot read or change anything else.
+Request bodies are size-limited before they are parsed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, ValidationError
+
+from scheduler.api.auth import bearer, require_user
+from scheduler.checkpoints.objectstore import ObjectStore
+from scheduler.models import describe_validation_error, utcnow
+from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
+from scheduler.services import jobs as job_service
+from scheduler.services import offers as offer_service
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+
+MAX_BODY_BYTES = 96 * 1024 * 1024
+
+
+class SubmitRequest(BaseModel):
+    spec: dict[str, Any]
+    bundle_b64: str | None = Field(default=None, description="gzip tar of the job's workdir")
+
+
+def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_token: str) -> FastAPI:
+    """Build the app. ``objects`` is the checkpoint/bundle store; ``api_token`` the user token."""
+    app = FastAPI(title="gpu-arbiter", version="0.1.0")
+    app.state.api_token = api_token
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"},
+                                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        return await call_next(request)
+
+    @app.exception_handler(job_service.SpecError)
+    async def spec_error(_: Request, exc: job_service.SpecError):
+        return JSONResponse({"detail": "invalid job spec", "problems": exc.problems},
+                            status_code=status.HTTP_422_UNPROCESSABLE_ENTITY)
+
+    @app.exception_handler(job_service.JobNotFound)
+    async def not_found(_: Request, exc: job_service.JobNotFound):
+        return JSONResponse({"detail": f"no job {exc.args[0]!r}"}, status_code=404)
+
+    @app.get("/v1/health")
+    def health() -> dict[str, Any]:
+        store.redis.ping()
+        return {"ok": True, "at": utcnow().isoformat()}
+
+    user = [Depends(require_user)]
+
+    @app.post("/v1/jobs", status_code=201, dependencies=user)
+    def submit(body: SubmitRequest) -> dict[str, Any]:
+        job = job_service.submit(store, objects, body.spec, body.bundle_b64)
+        return job_service.summary(job)
+
+    @app.get("/v1/jobs", dependencies=user)
+    def list_jobs(limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
+        return [job_service.summary(j) for j in store.jobs.list(limit)]
+
+    @app.get("/v1/jobs/{job_id}", dependencies=user)
+    def get_job(job_id: str) -> dict[str, Any]:
+        return job_service.summary(job_service.get(store, job_id))
+
+    @app.post("/v1/jobs/{job_id}/cancel", dependencies=user)
+    def cancel_job(job_id: str) -> dict[str, Any]:
+        return job_service.summary(job_service.cancel(store, job_id))
+
+    @app.get("/v1/jobs/{job_id}/logs", dependencies=user)
+    def job_logs(job_id: str, start: int = Query(0, ge=0)) -> dict[str, Any]:
+        job_service.get(store, job_id)
+        lines = store.jobs.logs(job_id, start)
+        return {"start": start, "next": start + len(lines), "lines": lines}
+
+    @app.get("/v1/offers", dependencies=user)
+    def list_offers(gpu: str | None = None, provider: str | None = None,
+                    market: str | None = None, min_vram_gib: float = 0) -> list[dict[str, Any]]:
+        return offer_service.table(store, gpu=gpu, provider=provider, market=market,
+                                   min_vram_gib=min_vram_gib)
+
+    @app.post("/v1/agent/{instance_id}/report")
+    async def agent_report(instance_id: str, request: Request) -> dict[str, Any]:
+        token = bearer(request)
+        try:
+            report = AgentReport.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise HTTPException(422, describe_validation_error(exc)) from None
+        if not tokens.verify(token, report.job_id, report.attempt):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                "token not valid for this job attempt")
+        job = store.jobs.get(report.job_id)
+        if job is None:
+            raise HTTPException(404, "no such job")
+        store.agents.save_report(report)
+        store.jobs.append_logs(report.job_id, report.log_lines)
+        return _command_for(job, report.attempt).model_dump(mode="json")
+
+    return app
+
+
+def _command_for(job, attempt: int) -> AgentCommand:
+    """Stop an agent whose job was cancelled, finished, or moved on to another attempt."""
+    if job.cancel_requested:
+        return AgentCommand(action=AgentAction.STOP, reason="job cancelled")
+    current = job.placement.attempt if job.placement else None
+    if job.state.is_terminal() or current != attempt:
+        return AgentCommand(action=AgentAction.STOP, reason="attempt no longer current")
+    return AgentCommand()

@@ -1,0 +1,1 @@
+"""Service functions behind the API routes: validation, then store calls."""

@@ -1,0 +1,135 @@
+"""Submitting, reading and cancelling jobs.
+
+Submission validates everything before it writes anything: the spec (strict schema), the
+deadline, and the code bundle. The bundle is uploaded first and the job record written last,
+so a refused or failed submission leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import secrets
+import tarfile
+from typing import Any
+
+from pydantic import ValidationError
+
+from scheduler.checkpoints.keys import code_bundle_key
+from scheduler.checkpoints.objectstore import ObjectStore
+from scheduler.models import Job, JobEvent, JobSpec, JobState, describe_validation_error, utcnow
+from scheduler.store import StaleJobError, Store
+
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+
+
+class SpecError(ValueError):
+    """The submission was refused. ``problems``: ``[{"field", "value", "problem"}]``."""
+
+    def __init__(self, problems: list[dict[str, Any]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p['field']}: {p['problem']}" for p in problems))
+
+
+class JobNotFound(KeyError):
+    pass
+
+
+def parse_spec(raw: Any) -> JobSpec:
+    """Validate a job spec given as a mapping. Raises :class:`SpecError`."""
+    if not isinstance(raw, dict):
+        raise SpecError([{"field": "(spec)", "value": type(raw).__name__,
+                          "problem": "a job spec must be a mapping of fields"}])
+    try:
+        spec = JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(describe_validation_error(exc)) from None
+    if spec.deadline is not None and spec.deadline <= utcnow():
+        raise SpecError([{"field": "deadline", "value": spec.deadline.isoformat(),
+                          "problem": "must be in the future"}])
+    return spec
+
+
+def _decode_bundle(bundle_b64: str) -> bytes:
+    try:
+        data = base64.b64decode(bundle_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise SpecError([{"field": "bundle_b64", "value": bundle_b64[:20] + "...",
+                          "problem": "not valid base64"}]) from None
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise SpecError([{"field": "bundle_b64", "value": f"{len(data)} bytes",
+                          "problem": f"larger than {MAX_BUNDLE_BYTES} bytes"}])
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                if member.name.startswith("/") or ".." in member.name.split("/"):
+                    raise SpecError([{"field": "bundle_b64", "value": member.name,
+                                      "problem": "archive members must be relative paths"}])
+    except tarfile.TarError as exc:
+        raise SpecError([{"field": "bundle_b64", "value": "(archive)",
+                          "problem": f"not a gzip tar archive: {exc}"}]) from None
+    return data
+
+
+def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | None = None) -> Job:
+    """Validate and store a new job; returns it in state ``pending``.
+
+    Raises:
+        SpecError: the spec or the bundle is invalid (nothing was stored).
+    """
+    spec = parse_spec(raw_spec)
+    bundle = _decode_bundle(bundle_b64) if bundle_b64 else None
+    now = utcnow()
+    job = Job(id=f"{spec.name}-{secrets.token_hex(3)}", spec=spec, created_at=now, updated_at=now)
+    job.record(JobState.PENDING, "submitted", at=now)
+    if bundle is not None:
+        objects.put_bytes(code_bundle_key(job.id), bundle)
+    try:
+        return store.jobs.create(job)
+    except Exception:
+        if bundle is not None:
+            objects.delete([code_bundle_key(job.id)])
+        raise
+
+
+def get(store: Store, job_id: str) -> Job:
+    job = store.jobs.get(job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def cancel(store: Store, job_id: str) -> Job:
+    """Ask the controller to cancel; idempotent. A terminal job is returned unchanged."""
+    for _ in range(20):
+        job = get(store, job_id)
+        if job.state.is_terminal() or job.cancel_requested:
+            return job
+        job.cancel_requested = True
+        job.events.append(JobEvent(at=utcnow(), state=job.state, message="cancel requested"))
+        try:
+            return store.jobs.save(job)
+        except StaleJobError:
+            continue  # the controller wrote meanwhile; re-read
+    raise RuntimeError(f"job {job_id} kept changing; cancel again")
+
+
+def summary(job: Job) -> dict[str, Any]:
+    """Job plus derived money figures: ``cost_usd``, ``on_demand_cost_usd``, ``savings_pct``,
+    ``billed_hours`` (market hours), ``migrations``."""
+    now = utcnow()
+    cost = job.cost_usd(now)
+    on_demand = job.on_demand_cost_usd(now)
+    savings = None
+    if on_demand:
+        savings = round(100.0 * (1 - cost / on_demand), 2)
+    data = job.model_dump(mode="json")
+    data["derived"] = {
+        "cost_usd": round(cost, 6),
+        "on_demand_cost_usd": None if on_demand is None else round(on_demand, 6),
+        "savings_pct": savings,
+        "billed_hours": round(job.billed_hours(now), 6),
+        "migrations": sum(1 for p in job.placements if p.end_reason in ("preempted", "lost")),
+    }
+    return data
