@@ -1,0 +1,358 @@
+"""Checkpoints of one job in an :class:`ObjectStore`: commit, list, restore, prune.
+
+Key layout (see :mod:`scheduler.checkpoints.keys`)::
+
+    jobs/{job_id}/blobs/{sha256}                    file bytes, content-addressed: a file
+                                                    that did not change is not uploaded again
+    jobs/{job_id}/checkpoints/{checkpoint_id}.json  the CheckpointManifest, written LAST
+
+A checkpoint exists only once its manifest is stored, so a crash mid-commit leaves at worst
+some unreferenced blobs, which :func:`prune_checkpoints` removes later. ``checkpoint_id`` is
+``{created_ms:013d}-a{attempt}`` so ids sort in commit order.
+
+Files a job is still writing are left out of a checkpoint: any path part starting with ``.``
+or ending in ``.tmp`` (the usual write-to-temp-then-rename pattern).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from scheduler.checkpoints import keys
+from scheduler.checkpoints.objectstore import (
+    CheckpointCorrupt, CheckpointStoreError, ObjectNotFound, ObjectStore,
+)
+from scheduler.models import CheckpointFile, CheckpointManifest, parse_lenient
+
+logger = logging.getLogger(__name__)
+
+_CHUNK_BYTES = 1 << 20
+# A file whose size/mtime changes while we copy it is copied again this many times in all;
+# after that the last copy is committed (its bytes and hash agree, but it may be torn).
+_SNAPSHOT_TRIES = 3
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+
+
+def _skipped(rel: PurePosixPath) -> bool:
+    return any(part.startswith(".") or part.endswith(".tmp") for part in rel.parts)
+
+
+def scan_checkpoint_dir(src_dir: Path) -> list[tuple[str, Path]]:
+    """The files a commit would take from ``src_dir``: ``[(relative posix path, path)]``, sorted.
+
+    Hidden names and ``*.tmp`` are skipped; symlinks to files are followed, symlinked folders
+    are not. A missing ``src_dir`` gives ``[]``.
+    """
+    src_dir = Path(src_dir)
+    found: list[tuple[str, Path]] = []
+    if not src_dir.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(src_dir):
+        base = Path(dirpath)
+        rel_base = PurePosixPath(base.relative_to(src_dir).as_posix())
+        dirnames[:] = [d for d in dirnames if not _skipped(PurePosixPath(d))]
+        for name in filenames:
+            rel = rel_base / name if str(rel_base) != "." else PurePosixPath(name)
+            path = base / name
+            if not _skipped(rel) and path.is_file():
+                found.append((rel.as_posix(), path))
+    return sorted(found)
+
+
+def dir_fingerprint(src_dir: Path) -> Fingerprint:
+    """A cheap change detector: ``((relative path, size_bytes, mtime_ns), ...)`` of the files
+    :func:`scan_checkpoint_dir` would take. Equal fingerprints mean "nothing to commit"."""
+    out = []
+    for rel, path in scan_checkpoint_dir(src_dir):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        out.append((rel, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _snapshot_file(src: Path, dst: Path) -> tuple[int, str]:
+    """Copy ``src`` to ``dst`` while hashing the bytes read; returns ``(size_bytes, sha256)``
+    of exactly what ``dst`` holds. Raises ``FileNotFoundError`` if ``src`` vanished."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, _SNAPSHOT_TRIES + 1):
+        before = _stat_key(src)
+        digest, size = hashlib.sha256(), 0
+        with open(src, "rb") as reader, open(dst, "wb") as writer:
+            while chunk := reader.read(_CHUNK_BYTES):
+                digest.update(chunk)
+                writer.write(chunk)
+                size += len(chunk)
+        if _stat_key(src) == before:
+            break
+        logger.warning("checkpoint file %s changed while copying (try %d of %d)",
+                       src, attempt, _SNAPSHOT_TRIES)
+    return size, digest.hexdigest()
+
+
+def _staging_dir(beside: Path, label: str) -> Path:
+    # Beside the source, not in /tmp: checkpoints can be many GiB and /tmp is often small tmpfs.
+    try:
+        beside.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{beside.name}.{label}-", dir=beside.parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"ga-{label}-"))
+
+
+def _next_created_ms(store: ObjectStore, job_id: str) -> int:
+    now_ms = time.time_ns() // 1_000_000
+    latest = latest_checkpoint_id(store, job_id)
+    if latest is not None:
+        try:
+            # Keep ids in commit order even if this clock is behind the previous writer's.
+            now_ms = max(now_ms, keys.created_ms_of(latest) + 1)
+        except ValueError:
+            pass
+    return now_ms
+
+
+def commit_checkpoint(
+    store: ObjectStore, job_id: str, src_dir: Path, attempt: int, final: bool = False
+) -> CheckpointManifest | None:
+    """Commit the files under ``src_dir`` as a new checkpoint of ``job_id``.
+
+    Each file is copied once into a staging snapshot beside ``src_dir`` while being hashed, and
+    the snapshot is what gets uploaded, so a job rewriting a file mid-commit cannot make the
+    stored bytes disagree with the manifest. Blobs already in the store are not uploaded again.
+    The manifest is written last.
+
+    - **store**: where to write. **job_id**: the job (letters, digits, ``._-``).
+    - **src_dir**: the job's checkpoint folder (``SCHED_CHECKPOINT_DIR``).
+    - **attempt**: the placement attempt (≥ 0), recorded in the manifest and the id.
+    - **final**: ``True`` for the checkpoint taken after the command exited 0.
+
+    Returns the committed :class:`CheckpointManifest`, or ``None`` when ``src_dir`` holds no
+    eligible file (nothing is written then).
+
+    Raises :class:`CheckpointStoreError` when the store cannot be written (nothing becomes
+    visible: the manifest is not written), ``ValueError`` for a malformed ``job_id``.
+    """
+    keys.manifests_prefix(job_id)  # validates job_id before any work
+    entries = scan_checkpoint_dir(Path(src_dir))
+    if not entries:
+        return None
+    staging = _staging_dir(Path(src_dir), "staging")
+    try:
+        files: list[CheckpointFile] = []
+        staged: dict[str, Path] = {}
+        for rel, path in entries:
+            copy = staging / rel
+            try:
+                size, sha = _snapshot_file(path, copy)
+            except FileNotFoundError:
+                logger.info("checkpoint file %s vanished before it was copied; left out", path)
+                continue
+            files.append(CheckpointFile(path=rel, size_bytes=size, sha256=sha))
+            staged.setdefault(sha, copy)
+        if not files:
+            return None
+        uploaded = 0
+        for sha, copy in staged.items():
+            key = keys.blob_key(job_id, sha)
+            if not store.exists(key):
+                store.put_file(key, copy)
+                uploaded += 1
+        created_ms = _next_created_ms(store, job_id)
+        manifest = CheckpointManifest(
+            job_id=job_id,
+            checkpoint_id=keys.make_checkpoint_id(created_ms, attempt),
+            attempt=attempt,
+            created_at=datetime.fromtimestamp(created_ms / 1000, tz=timezone.utc),
+            files=files,
+            total_bytes=sum(f.size_bytes for f in files),
+            final=final,
+        )
+        store.put_bytes(keys.manifest_key(job_id, manifest.checkpoint_id),
+                        manifest.model_dump_json(indent=1).encode())
+        logger.info("committed checkpoint %s of job %s: %d file(s), %d bytes, %d new blob(s)",
+                    manifest.checkpoint_id, job_id, len(files), manifest.total_bytes, uploaded)
+        return manifest
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def latest_checkpoint_id(store: ObjectStore, job_id: str) -> str | None:
+    """The newest committed checkpoint id of ``job_id`` (from manifest keys alone; the manifest
+    is not read), or ``None``. Raises :class:`CheckpointStoreError` if the store is down."""
+    ids = _checkpoint_ids(store, job_id)
+    return ids[-1] if ids else None
+
+
+def _checkpoint_ids(store: ObjectStore, job_id: str) -> list[str]:
+    """Committed checkpoint ids, oldest first."""
+    found = (keys.checkpoint_id_of(k) for k in store.list_keys(keys.manifests_prefix(job_id)))
+    return sorted(i for i in found if i)
+
+
+def _read_manifest(store: ObjectStore, job_id: str, checkpoint_id: str) -> CheckpointManifest | None:
+    key = keys.manifest_key(job_id, checkpoint_id)
+    try:
+        manifest = parse_lenient(CheckpointManifest, store.get_bytes(key))
+    except ObjectNotFound:
+        return None  # pruned between listing and reading
+    except (ValidationError, ValueError) as exc:
+        logger.warning("skipping checkpoint %s of job %s: unreadable manifest (%s)",
+                       checkpoint_id, job_id, str(exc).splitlines()[0])
+        return None
+    if manifest.checkpoint_id != checkpoint_id or manifest.job_id != job_id:
+        logger.warning("skipping checkpoint %s of job %s: manifest names %s of job %s",
+                       checkpoint_id, job_id, manifest.checkpoint_id, manifest.job_id)
+        return None
+    return manifest
+
+
+def list_checkpoints(store: ObjectStore, job_id: str) -> list[CheckpointManifest]:
+    """Every readable committed checkpoint of ``job_id``, newest first.
+
+    Manifests that do not parse (or name another job or id) are skipped with a warning.
+    Raises :class:`CheckpointStoreError` when the store cannot be read.
+    """
+    manifests = []
+    for checkpoint_id in reversed(_checkpoint_ids(store, job_id)):
+        manifest = _read_manifest(store, job_id, checkpoint_id)
+        if manifest is not None:
+            manifests.append(manifest)
+    return manifests
+
+
+def _safe_rel(path: str) -> PurePosixPath:
+    rel = PurePosixPath(path)
+    if not path or rel.is_absolute() or any(p in ("", ".", "..") for p in path.split("/")):
+        raise CheckpointCorrupt(f"manifest file path {path!r} is not a safe relative path")
+    return rel
+
+
+def _hash_file(path: Path) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as reader:
+        while chunk := reader.read(_CHUNK_BYTES):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def _download_verified(store: ObjectStore, manifest: CheckpointManifest, into: Path) -> None:
+    """Download every file of ``manifest`` under ``into`` and check its size and sha256.
+
+    Raises :class:`CheckpointCorrupt` or :class:`ObjectNotFound` for a bad checkpoint,
+    :class:`CheckpointStoreError` when the store is unreachable.
+    """
+    done: dict[str, Path] = {}
+    for item in manifest.files:
+        dest = into / _safe_rel(item.path)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if item.sha256 in done:
+            shutil.copyfile(done[item.sha256], dest)
+            continue
+        store.get_file(keys.blob_key(manifest.job_id, item.sha256), dest)
+        size, sha = _hash_file(dest)
+        if size != item.size_bytes or sha != item.sha256:
+            raise CheckpointCorrupt(
+                f"{item.path}: got {size} bytes sha256 {sha[:12]}…, manifest says "
+                f"{item.size_bytes} bytes sha256 {item.sha256[:12]}…"
+            )
+        done[item.sha256] = dest
+
+
+def _replace_dir(staging: Path, dest: Path) -> None:
+    """Swap ``staging`` in as ``dest`` with renames (same folder, so no copy)."""
+    if dest.exists():
+        mode = dest.stat().st_mode & 0o7777
+        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(dest, old)
+        os.chmod(staging, mode)
+        os.rename(staging, dest)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.chmod(staging, 0o755)
+        os.rename(staging, dest)
+
+
+def restore_latest(store: ObjectStore, job_id: str, dest_dir: Path) -> CheckpointManifest | None:
+    """Restore the newest checkpoint of ``job_id`` that verifies, into ``dest_dir``.
+
+    Each candidate (newest first) is downloaded into a temp folder beside ``dest_dir`` and
+    every file's size and sha256 is checked. A missing blob or a mismatch logs a warning naming
+    the checkpoint and the next older committed one is tried. Only a fully verified checkpoint
+    replaces ``dest_dir``'s contents (files not in it are removed); otherwise ``dest_dir`` is
+    left untouched.
+
+    Returns the restored manifest, or ``None`` when the job has no valid checkpoint.
+
+    Raises :class:`CheckpointStoreError` when the store cannot be reached; an older checkpoint
+    is never used just because the store is down.
+    """
+    dest = Path(dest_dir).absolute()
+    for manifest in list_checkpoints(store, job_id):
+        staging = _staging_dir(dest, "restore")
+        try:
+            _download_verified(store, manifest, staging)
+        except (CheckpointCorrupt, ObjectNotFound) as exc:
+            logger.warning("checkpoint %s of job %s is unusable (%s); trying the previous one",
+                           manifest.checkpoint_id, job_id, exc)
+            shutil.rmtree(staging, ignore_errors=True)
+            continue
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _replace_dir(staging, dest)
+        logger.info("restored checkpoint %s of job %s into %s (%d file(s), %d bytes)",
+                    manifest.checkpoint_id, job_id, dest, len(manifest.files), manifest.total_bytes)
+        return manifest
+    return None
+
+
+def prune_checkpoints(store: ObjectStore, job_id: str, keep: int = 3) -> list[str]:
+    """Keep the ``keep`` newest checkpoints of ``job_id``; delete the rest.
+
+    Older manifests are deleted first (so no checkpoint is ever visible with blobs missing),
+    then every blob no remaining manifest references. Must not run while another process is
+    committing to the same job: that commit's blobs are unreferenced until its manifest lands.
+
+    - **keep**: how many checkpoints survive (≥ 1; default 3).
+
+    Returns the deleted keys (manifests, then blobs).
+
+    Raises ``ValueError`` if ``keep`` < 1; :class:`CheckpointStoreError` when the store fails
+    (blobs are then left for the next prune).
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    ids = _checkpoint_ids(store, job_id)
+    doomed = [keys.manifest_key(job_id, i) for i in ids[:-keep]]
+    if doomed:
+        store.delete(doomed)
+    referenced: set[str] = set()
+    for checkpoint_id in ids[-keep:]:
+        manifest = _read_manifest(store, job_id, checkpoint_id)
+        if manifest is not None:
+            referenced.update(f.sha256 for f in manifest.files)
+    prefix = keys.blobs_prefix(job_id)
+    orphans = [k for k in store.list_keys(prefix) if k[len(prefix):] not in referenced]
+    if orphans:
+        store.delete(orphans)
+    if doomed or orphans:
+        logger.info("pruned job %s: %d checkpoint(s), %d blob(s)", job_id, len(doomed), len(orphans))
+    return doomed + orphans
