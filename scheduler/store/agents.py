@@ -1,13 +1,14 @@
-"""What agents report, their tokens, and the instances we launched.
+"""Agent tokens and reports, and the instances we launched.
 
-Agent tokens are stored only as sha256 digests: Redis never holds a usable secret.
+An agent token is scoped to one attempt of one job: it is an HMAC of ``{job_id}:{attempt}``
+under the daemon's secret, so it is the same however often a launch is retried, and Redis
+never holds it (or the secret).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import secrets
 
 import redis
 
@@ -15,44 +16,54 @@ from scheduler.models import Instance, parse_lenient
 from scheduler.models.agents import AgentReport
 from scheduler.store import keys
 
-# Reports and tokens of an instance outlive it long enough for late final reports to land.
+# Reports of an attempt outlive it long enough for late final reports to land.
 _AGENT_KEY_TTL_S = 7 * 24 * 3600
 
 
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+class AgentTokens:
+    """Issue and check agent tokens. ``secret``: bytes kept outside Redis (see
+    :func:`scheduler.daemon.secrets.load_secret`)."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def issue(self, job_id: str, attempt: int) -> str:
+        return hmac.new(self._secret, f"agent:{job_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
+
+    def verify(self, token: str, job_id: str, attempt: int) -> bool:
+        return hmac.compare_digest(self.issue(job_id, attempt), token)
 
 
 class AgentStore:
-    """Agent tokens (scoped to one instance of one job), last reports, launched instances."""
+    """Newest report per job attempt, and the instances we launched."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
 
-    def issue_token(self, instance_key: str, job_id: str) -> str:
-        """Create the token for the agent of ``instance_key`` (the launch's client token, known
-        before the provider assigns an instance id). Returns the clear token; stores its digest
-        with the job id it may act for."""
-        token = secrets.token_urlsafe(32)
-        self._r.set(keys.agent_token(instance_key), f"{job_id}:{_digest(token)}",
-                    ex=_AGENT_KEY_TTL_S)
-        return token
+    def save_report(self, report: AgentReport) -> None:
+        """Keep the newest report of its attempt (log lines go to the job's log, not here).
 
-    def verify_token(self, instance_key: str, token: str) -> str | None:
-        """Return the job id the token is scoped to, or ``None`` if it is not valid."""
-        raw = self._r.get(keys.agent_token(instance_key))
-        if not raw:
-            return None
-        job_id, digest = raw.rsplit(":", 1)
-        return job_id if hmac.compare_digest(digest, _digest(token)) else None
-
-    def save_report(self, instance_key: str, report: AgentReport) -> None:
-        """Keep the newest report (log lines are stored with the job, not here)."""
+        A report older than the stored one is ignored, so a delayed heartbeat cannot hide a
+        final report that arrived before it.
+        """
+        key = keys.agent_report(report.job_id, report.attempt)
         slim = report.model_copy(update={"log_lines": []})
-        self._r.set(keys.agent_report(instance_key), slim.model_dump_json(), ex=_AGENT_KEY_TTL_S)
+        with self._r.pipeline() as pipe:
+            try:
+                pipe.watch(key)
+                raw = pipe.get(key)
+                if raw:
+                    old = parse_lenient(AgentReport, raw)
+                    if old.phase.is_final() and not report.phase.is_final():
+                        return
+                pipe.multi()
+                pipe.set(key, slim.model_dump_json(), ex=_AGENT_KEY_TTL_S)
+                pipe.execute()
+            except redis.WatchError:
+                return  # a concurrent report of the same agent won; the next one will land
 
-    def last_report(self, instance_key: str) -> AgentReport | None:
-        raw = self._r.get(keys.agent_report(instance_key))
+    def last_report(self, job_id: str, attempt: int) -> AgentReport | None:
+        raw = self._r.get(keys.agent_report(job_id, attempt))
         return parse_lenient(AgentReport, raw) if raw else None
 
     def record_instance(self, instance: Instance) -> None:

@@ -26,12 +26,8 @@ def job_lease(job_id: str) -> str:
     return f"{PREFIX}:lease:job:{{{job_id}}}"
 
 
-def agent_report(instance_id: str) -> str:
-    return f"{PREFIX}:agent:{instance_id}"
-
-
-def agent_token(instance_id: str) -> str:
-    return f"{PREFIX}:agent-token:{instance_id}"
+def agent_report(job_id: str, attempt: int) -> str:
+    return f"{PREFIX}:agent:{{{job_id}}}:{attempt}"
 
 
 def instance(instance_id: str) -> str:

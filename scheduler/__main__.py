@@ -1,0 +1,3 @@
+from scheduler.cli.main import app
+
+app(prog_name="schedctl")

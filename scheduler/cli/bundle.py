@@ -1,0 +1,53 @@
+"""Read a job spec file and pack its working directory for submission."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.cli.client import CliError
+
+_SKIP = {"__pycache__", ".git", ".venv", "node_modules"}
+
+
+def load_spec_file(path: Path) -> dict[str, Any]:
+    """YAML → mapping, with ``workdir`` resolved against the file's folder.
+
+    Raises ``CliError`` for a missing file, bad YAML or a missing workdir.
+    """
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise CliError(f"{path}: a job spec must be a mapping of fields, got {type(raw).__name__}")
+    workdir = raw.get("workdir")
+    if isinstance(workdir, str):
+        resolved = (path.parent / workdir).resolve()
+        if not resolved.is_dir():
+            raise CliError(f"workdir: got {workdir!r}; {resolved} is not a directory")
+        raw["workdir"] = str(resolved)
+    return raw
+
+
+def pack_workdir(workdir: str | None) -> str | None:
+    """gzip tar of ``workdir`` as base64 (``None`` when there is no workdir)."""
+    if not workdir:
+        return None
+    root = Path(workdir)
+
+    def skip(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if _SKIP & set(Path(info.name).parts) else info
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for child in sorted(root.iterdir()):
+            tar.add(child, arcname=child.name, filter=skip)
+    return base64.b64encode(buffer.getvalue()).decode()

@@ -1,0 +1,63 @@
+"""The CLI's HTTP client for the daemon API (URL from GA_HOME/daemon.json, token from
+GA_HOME/api-token or GA_API_TOKEN)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from scheduler.config import home_dir
+
+
+class CliError(Exception):
+    """A message for the user; the CLI prints it and exits non-zero."""
+
+    def __init__(self, message: str, problems: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class ApiClient:
+    """Thin wrapper over httpx that turns HTTP failures into :class:`CliError`."""
+
+    def __init__(self, home: Path | None = None, timeout_s: float = 30.0) -> None:
+        import json
+
+        self.home = home or home_dir()
+        try:
+            info = json.loads((self.home / "daemon.json").read_text())
+        except (FileNotFoundError, ValueError):
+            raise CliError(f"no daemon has run with GA_HOME={self.home}; start one with "
+                           "`schedctl daemon` (or try `schedctl demo`)") from None
+        token = os.environ.get("GA_API_TOKEN")
+        if not token:
+            try:
+                token = (self.home / "api-token").read_text().strip()
+            except FileNotFoundError:
+                raise CliError(f"no API token in {self.home}/api-token; set GA_API_TOKEN") from None
+        self.base_url = info["api_url"]
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s,
+                                  headers={"Authorization": f"Bearer {token}"})
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError:
+            raise CliError(f"the daemon at {self.base_url} is not answering; is "
+                           "`schedctl daemon` running?") from None
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = {"detail": response.text}
+            raise CliError(str(body.get("detail", body)), body.get("problems"))
+        return response.json()
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, json: Any = None) -> Any:
+        return self.request("POST", path, json=json)

@@ -1,0 +1,156 @@
+"""``schedctl demo``: the whole job on the embedded default, in under three minutes.
+
+Starts a daemon (embedded Redis, local checkpoint store, the replayed example market) in a
+fresh state folder, submits the example character-level language model, shows its progress
+live while the market preempts it and the scheduler migrates it, then prints the bill.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scheduler.cli import render
+from scheduler.cli.bundle import load_spec_file, pack_workdir
+from scheduler.cli.client import ApiClient, CliError
+from scheduler.config import examples_dir, home_dir
+from scheduler.daemon import read_daemon_info
+
+_TERMINAL = ("succeeded", "failed", "cancelled")
+_DAEMON_START_TIMEOUT_S = 60.0
+
+
+def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _clean(home: Path, market: Path) -> None:
+    """Stop what an earlier demo in ``home`` may have left running, then wipe it."""
+    from providers.replay.provider import ReplayProvider
+
+    info = read_daemon_info(home)
+    if info and info.get("pid"):
+        _stop_pid(int(info["pid"]))
+    if (home / "replay").exists():
+        ReplayProvider(market, home / "replay").shutdown_cloud()
+    from scheduler.store.connection import EmbeddedRedis
+    EmbeddedRedis(home / "redis").stop()
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+
+
+def start_daemon(home: Path, market: Path) -> subprocess.Popen:
+    """Start ``schedctl daemon`` for ``home`` in the background and wait until it answers.
+
+    Raises ``CliError`` (with the daemon's log path) when it does not come up.
+    """
+    log = open(home / "daemon.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "daemon", "--home", str(home), "--market", str(market)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "GA_HOME": str(home)},
+    )
+    deadline = time.monotonic() + _DAEMON_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise CliError(f"the daemon exited with code {proc.returncode}; see {home}/daemon.log")
+        info = read_daemon_info(home)
+        if info and info.get("pid") == proc.pid:
+            try:
+                ApiClient(home, timeout_s=2).get("/v1/health")
+                return proc
+            except CliError:
+                pass
+        time.sleep(0.2)
+    proc.kill()
+    raise CliError(f"the daemon did not start within {_DAEMON_START_TIMEOUT_S:.0f} s; "
+                   f"see {home}/daemon.log")
+
+
+def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
+    """Run the demo; returns ``True`` when the job succeeded after at least one migration."""
+    home = (home or home_dir() / "demo").resolve()
+    market = examples_dir() / "market.yaml"
+    spec_path = examples_dir() / "charlm-job.yaml"
+    console.rule("[bold]gpu-arbiter demo")
+    console.print(f"state folder: {home}\nmarket: {market} (a replayed spot market)")
+    _clean(home, market)
+    daemon = start_daemon(home, market)
+    try:
+        client = ApiClient(home)
+        console.print(render.offers_table(client.get("/v1/offers")))
+        raw = load_spec_file(spec_path)
+        job = client.post("/v1/jobs", json={"spec": raw, "bundle_b64": pack_workdir(raw.get("workdir"))})
+        console.print(f"submitted [bold]{job['id']}[/]: {raw['command']} "
+                      f"(needs {raw['resources']['gpu_count']} GPU with "
+                      f">= {raw['resources']['min_vram_gib']} GiB)")
+        job = _follow(console, client, job["id"], timeout_s)
+        return _report(console, client, job)
+    finally:
+        _stop_pid(daemon.pid)
+        from providers.replay.provider import ReplayProvider
+        ReplayProvider(market, home / "replay").shutdown_cloud()
+
+
+def _follow(console: Console, client: ApiClient, job_id: str, timeout_s: float) -> dict:
+    progress = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.description}"),
+                        TimeElapsedColumn(), console=console)
+    task = progress.add_task("waiting for the first step", total=None)
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            job = client.get(f"/v1/jobs/{job_id}")
+            page = client.get(f"/v1/jobs/{job_id}/logs", start=len(lines))
+            lines.extend(page["lines"])
+            parsed = render.latest_progress(lines)
+            if parsed:
+                step, total, loss = parsed
+                progress.update(task, completed=step, total=total,
+                                description=f"step {step}/{total} loss {loss}")
+            live.update(Group(render.job_panel(job, last_events=12), progress))
+            if job["state"] in _TERMINAL:
+                return job
+            if time.monotonic() > deadline:
+                raise CliError(f"the job did not finish within {timeout_s:.0f} s "
+                               f"(state {job['state']}); see `schedctl status {job_id}`")
+            time.sleep(0.5)
+
+
+def _report(console: Console, client: ApiClient, job: dict) -> bool:
+    lines = client.get(f"/v1/jobs/{job['id']}/logs")["lines"]
+    done = next((line for line in reversed(lines) if line.startswith("done ")), None)
+    d = job["derived"]
+    console.rule("[bold]result")
+    console.print(f"job {job['id']}: {render.state_text(job['state'])}, "
+                  f"{d['migrations']} migration(s), {len(job['placements'])} placement(s)")
+    if done:
+        console.print(f"training: {done}")
+    console.print(render.money_line(job))
+    ok = job["state"] == "succeeded" and d["migrations"] >= 1
+    if job["state"] == "succeeded" and d["migrations"] == 0:
+        console.print("[yellow]the market did not preempt the job this time[/]")
+    return ok

@@ -1,0 +1,182 @@
+"""The long-running service: pollers, the reconcile loop, the orphan sweep, and the HTTP API.
+
+Started by ``schedctl daemon``. With no configuration it uses an embedded Redis, a local
+checkpoint directory and the replayed example market, all under ``GA_HOME``. It writes
+``GA_HOME/daemon.json`` (API URL, pid) for the CLI and reuses the same API port on restart so
+agents launched before a restart keep reaching it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from scheduler import secrets as ga_secrets
+from scheduler.api.app import create_app
+from scheduler.checkpoints.urls import open_store
+from scheduler.config import examples_dir, home_dir
+from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
+from scheduler.controller.orphans import sweep_orphans
+from scheduler.controller.reconcile import reconcile_pass
+from scheduler.poller.offers import OfferPoller
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+from scheduler.store.connection import EmbeddedRedis, connect
+from scheduler.timing import (
+    OFFER_POLL_S, ORPHAN_SWEEP_S, RECONCILE_INTERVAL_S, REPLAY_OFFER_POLL_S,
+)
+
+log = logging.getLogger(__name__)
+
+# Credentials a launched agent needs to reach an S3 checkpoint store; passed to the instance
+# only, never logged or stored.
+_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+              "AWS_DEFAULT_REGION", "AWS_REGION")
+
+
+@dataclass
+class DaemonSettings:
+    """How to run. Defaults give the embedded setup.
+
+    - **home**: state directory (``GA_HOME``).
+    - **market**: replayed market YAML (default ``examples/market.yaml``).
+    - **host**/**port**: API bind address; port 0 reuses the last port or picks a free one.
+    - **redis_url**: ``REDIS_URL``; ``None`` starts the embedded Redis.
+    - **store_url**: ``GA_STORE_URL``; default a local directory under home.
+    - **owner**: ownership tag value on every instance (one per installation).
+    """
+
+    home: Path = field(default_factory=home_dir)
+    market: Path = field(default_factory=lambda: examples_dir() / "market.yaml")
+    host: str = "127.0.0.1"
+    port: int = 0
+    redis_url: str | None = field(default_factory=lambda: os.environ.get("REDIS_URL"))
+    store_url: str | None = field(default_factory=lambda: os.environ.get("GA_STORE_URL"))
+    owner: str | None = None
+
+
+def _pick_port(host: str, preferred: int) -> int:
+    for candidate in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, candidate))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
+
+
+def read_daemon_info(home: Path) -> dict | None:
+    try:
+        return json.loads((home / "daemon.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+class Daemon:
+    """Wires everything; :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`."""
+
+    def __init__(self, settings: DaemonSettings) -> None:
+        from providers.replay.provider import ReplayProvider
+
+        self.settings = settings
+        home = settings.home
+        home.mkdir(parents=True, exist_ok=True)
+        self.redis = connect(settings.redis_url, home)
+        self.store = Store.over(self.redis)
+        store_url = settings.store_url or (home / "checkpoints").resolve().as_uri()
+        self.objects = open_store(store_url)
+        previous = read_daemon_info(home) or {}
+        self.port = _pick_port(settings.host, settings.port or previous.get("port", 0))
+        self.api_url = f"http://{settings.host}:{self.port}"
+        tokens = AgentTokens(ga_secrets.agent_secret(home))
+        self.api_token = ga_secrets.api_token(home)
+        owner = settings.owner or _owner_id(home)
+        market = ReplayProvider(settings.market, home / "replay")
+        self.providers = ProviderRegistry([market])
+        bootstrap = AgentBootstrap(
+            api_url=self.api_url, store_url=store_url, tokens=tokens,
+            store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},
+        )
+        self.ctx = Context(store=self.store, providers=self.providers, bootstrap=bootstrap,
+                           owner=owner)
+        self.sweep_ctx = Context(store=self.store, providers=self.providers,
+                                 bootstrap=bootstrap, owner=owner)
+        self.app = create_app(self.store, self.objects, tokens, self.api_token)
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self._server: uvicorn.Server | None = None
+        self._stopped = threading.Event()
+
+    def _register_jobs(self) -> None:
+        """Every periodic job in one place (max_instances=1: a slow run is skipped, not stacked)."""
+        for adapter in self.providers.adapters():
+            interval = REPLAY_OFFER_POLL_S if adapter.time_scale > 1 else OFFER_POLL_S
+            poller = OfferPoller(self.store, adapter)
+            poller()  # offers exist before the first placement
+            self.scheduler.add_job(poller, "interval", seconds=interval, jitter=0.2,
+                                   max_instances=1, coalesce=True, id=f"poll:{adapter.name}")
+        self.scheduler.add_job(reconcile_pass, "interval", args=[self.ctx],
+                               seconds=RECONCILE_INTERVAL_S, max_instances=1, coalesce=True,
+                               id="reconcile")
+        self.scheduler.add_job(sweep_orphans, "interval", args=[self.sweep_ctx],
+                               seconds=ORPHAN_SWEEP_S, max_instances=1, coalesce=True,
+                               id="orphans")
+
+    def run(self) -> None:
+        config = uvicorn.Config(self.app, host=self.settings.host, port=self.port,
+                                log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._server.install_signal_handlers = lambda: None
+        api_thread = threading.Thread(target=self._server.run, name="api", daemon=True)
+        api_thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self._server.started:
+            raise RuntimeError(f"API did not start on {self.api_url}")
+        self._register_jobs()
+        self.scheduler.start()
+        info = {"api_url": self.api_url, "port": self.port, "pid": os.getpid(),
+                "market": str(self.settings.market)}
+        tmp = self.settings.home / "daemon.json.tmp"
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, self.settings.home / "daemon.json")
+        log.info("gpu-arbiter daemon ready at %s", self.api_url)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stopped.set())
+        self._stopped.wait()
+        self.shutdown()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop pollers, the loop and the API. Instances and their agents keep running; the
+        embedded Redis stops (its AOF is on disk) and is restarted by the next daemon."""
+        self.scheduler.shutdown(wait=True)
+        if self._server is not None:
+            self._server.should_exit = True
+        for adapter in self.providers.adapters():
+            adapter.close()
+        if self.settings.redis_url is None:
+            EmbeddedRedis(self.settings.home / "redis").stop()
+        log.info("gpu-arbiter daemon stopped")
+
+
+def _owner_id(home: Path) -> str:
+    path = home / "owner-id"
+    if not path.exists():
+        import secrets
+        path.write_text(f"ga-{secrets.token_hex(6)}")
+    return path.read_text().strip()

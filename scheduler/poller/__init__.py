@@ -1,0 +1,1 @@
+"""Pollers: fetch offers and prices from providers into the store."""

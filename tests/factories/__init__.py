@@ -1,0 +1,1 @@
+"""Builders of plain test data, one module per noun."""

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from scheduler.models import JobSpec
+
+
+def spec(**overrides) -> JobSpec:
+    data = dict(name="train", command="python train.py")
+    data.update(overrides)
+    return JobSpec.model_validate(data)
