@@ -1,0 +1,325 @@
+"""A replayed spot market loaded from a market file (schema: :mod:`providers.replay.schema`).
+
+:func:`load_market` reads the YAML, resolves paths, reads catalogs and traces, and returns a
+:class:`ReplayMarket`: the offers, and for each spot offer whether it is available and what it
+costs at any market time. Nothing here does I/O after loading and nothing reads a clock; callers
+pass market time (see :class:`providers.replay.timeline.MarketClock`).
+
+Paths in the file go through ``$VAR``/``${VAR}`` expansion (``GA_DATA_DIR`` defaults to
+:func:`scheduler.config.shared_data_dir`), then ``~``, then are taken relative to the market
+file's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from providers.replay.catalog import CatalogError, CatalogRow, merge_duplicate_rows, read_catalog
+from providers.replay.schema import MarketSpec, OfferSpec
+from providers.replay.timeline import (
+    AvailabilityTrace, MarketClock, PriceSeries, TraceError, load_trace,
+)
+from scheduler.config import shared_data_dir
+from scheduler.models import Market, Offer, OfferKey, PriceObservation
+from scheduler.models.errors import describe_validation_error
+
+_VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+
+class MarketError(ValueError):
+    """The market file is invalid; the message names the file and the field."""
+
+
+@dataclass
+class ReplayOffer:
+    """One instance type in one zone, with its on-demand and/or spot market.
+
+    Prices are USD/hour. ``trace`` (spot only) says when spot capacity exists; ``None`` means
+    always. ``spot_prices`` is the spot price over market time. ``interruption_risk`` is the
+    spot market's: the file's value, else derived from the trace, else 0.
+    """
+
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    vram_gib: float
+    vcpus: int
+    memory_gib: float
+    on_demand_price_usd_per_hour: float | None
+    spot_prices: PriceSeries | None
+    interruption_risk: float | None = None
+    trace: AvailabilityTrace | None = None
+
+    def key(self, market: Market) -> OfferKey:
+        return OfferKey(provider=self.provider, region=self.region, zone=self.zone,
+                        instance_type=self.instance_type, market=market)
+
+    def markets(self) -> list[Market]:
+        """The markets this offer is sold in (on-demand first)."""
+        out = []
+        if self.on_demand_price_usd_per_hour is not None:
+            out.append(Market.ON_DEMAND)
+        if self.spot_prices is not None:
+            out.append(Market.SPOT)
+        return out
+
+    def price_at(self, market: Market, market_s: float) -> float:
+        """USD/hour in ``market`` at market time ``market_s``."""
+        if market is Market.SPOT:
+            assert self.spot_prices is not None
+            return self.spot_prices.price_at(market_s)
+        assert self.on_demand_price_usd_per_hour is not None
+        return self.on_demand_price_usd_per_hour
+
+    def spot_risk(self) -> float:
+        if self.interruption_risk is not None:
+            return self.interruption_risk
+        return self.trace.interruption_risk() if self.trace else 0.0
+
+    def to_offer(self, market: Market, market_s: float, observed_at: datetime) -> Offer:
+        """The :class:`Offer` for ``market`` at market time ``market_s``."""
+        return Offer(
+            provider=self.provider, region=self.region, zone=self.zone,
+            instance_type=self.instance_type, market=market, gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count, vram_gib=self.vram_gib, vcpus=self.vcpus,
+            memory_gib=self.memory_gib, price_usd_per_hour=self.price_at(market, market_s),
+            on_demand_price_usd_per_hour=self.on_demand_price_usd_per_hour,
+            interruption_risk=self.spot_risk() if market is Market.SPOT else 0.0,
+            observed_at=observed_at,
+        )
+
+
+@dataclass
+class ReplayMarket:
+    """A loaded market. ``time_scale``: market s per wall s; ``notice_seconds``: wall seconds
+    from notice to reclaim; ``start_offset_hours``: market time at the clock's epoch."""
+
+    name: str
+    path: Path
+    time_scale: float
+    notice_seconds: float
+    start_offset_hours: float
+    offers: list[ReplayOffer]
+    _by_key: dict[OfferKey, ReplayOffer] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for offer in self.offers:
+            for market in offer.markets():
+                self._by_key[offer.key(market)] = offer
+
+    @property
+    def start_market_s(self) -> float:
+        return self.start_offset_hours * 3600.0
+
+    @property
+    def provider_names(self) -> set[str]:
+        """Every ``provider`` value used by this market's offers."""
+        return {offer.provider for offer in self.offers}
+
+    def clock(self, epoch_wall: datetime) -> MarketClock:
+        """The market clock that reads ``start_offset_hours`` at ``epoch_wall``."""
+        return MarketClock(epoch_wall, self.start_market_s, self.time_scale)
+
+    def find(self, key: OfferKey) -> ReplayOffer | None:
+        """The offer sold under ``key``, or ``None``."""
+        return self._by_key.get(key)
+
+    def unavailable_reason(self, key: OfferKey, market_s: float) -> str | None:
+        """Why ``key`` cannot be launched at ``market_s``, or ``None`` when it can."""
+        offer = self.find(key)
+        if offer is None:
+            return f"unknown offer {key.series()}"
+        if key.market is Market.SPOT and offer.trace and not offer.trace.is_available(market_s):
+            return "spot capacity reclaimed (availability trace reads 0)"
+        return None
+
+    def offers_at(self, market_s: float, observed_at: datetime) -> list[Offer]:
+        """Offers rentable at ``market_s``: spot offers whose trace reads 0 are left out."""
+        out = []
+        for offer in self.offers:
+            for market in offer.markets():
+                if self.unavailable_reason(offer.key(market), market_s) is None:
+                    out.append(offer.to_offer(market, market_s, observed_at))
+        return out
+
+    def price_observations(
+        self, clock: MarketClock, since: datetime | None, now: datetime
+    ) -> list[PriceObservation]:
+        """Price changes in the wall window ``(since, now]``, oldest first.
+
+        The replay's price history is the step function itself: each offer (on-demand and spot)
+        has one observation at the epoch with the price then in force, and each spot price step
+        whose market time passes in the window is one more, stamped with the wall time at which
+        the market clock reached it. ``since=None`` means from the epoch on.
+        """
+        start_s = clock.start_market_s
+        after_s = start_s if since is None else max(start_s, clock.market_s(since))
+        until_s = clock.market_s(now)
+        include_opening = since is None or since < clock.epoch_wall
+        out: list[PriceObservation] = []
+        for offer in self.offers:
+            for market in offer.markets():
+                series = offer.key(market).series()
+                if include_opening:
+                    out.append(PriceObservation(
+                        series=series, observed_at=clock.epoch_wall,
+                        price_usd_per_hour=offer.price_at(market, start_s)))
+                if market is Market.SPOT and offer.spot_prices is not None:
+                    for at_s, price in offer.spot_prices.steps_between(after_s, until_s):
+                        out.append(PriceObservation(series=series, observed_at=clock.wall_at(at_s),
+                                                    price_usd_per_hour=price))
+        out.sort(key=lambda obs: obs.observed_at)
+        return out
+
+
+def expand_path(raw: str, base_dir: Path) -> Path:
+    """Expand ``$VAR``/``${VAR}`` (unknown variables stay as written; ``GA_DATA_DIR`` defaults to
+    the shared data folder) and ``~``; a relative result is taken from ``base_dir``."""
+    env = dict(os.environ)
+    env.setdefault("GA_DATA_DIR", str(shared_data_dir()))
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return env.get(name, match.group(0))
+
+    path = Path(_VAR.sub(sub, raw)).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def _format_validation(path: Path, error: ValidationError) -> str:
+    lines = []
+    for problem in describe_validation_error(error):
+        text = problem["problem"]
+        if text.startswith("unknown field"):
+            text = "unknown field (check the spelling; see providers/replay/schema.py)"
+        value = problem["value"]
+        shown = "{...}" if isinstance(value, dict) else repr(value)
+        lines.append(f"{path}: {problem['field']}: got {shown[:80]}; {text}")
+    return "\n".join(lines)
+
+
+def _offer_from_spec(spec: OfferSpec) -> ReplayOffer:
+    spot = None
+    if spec.spot_price_usd_per_hour is not None:
+        points = tuple((p.at_hours * 3600.0, p.price) for p in spec.spot_price_series)
+        spot = PriceSeries(spec.spot_price_usd_per_hour, points)
+    return ReplayOffer(
+        provider=spec.provider, region=spec.region, zone=spec.zone,
+        instance_type=spec.instance_type, gpu_model=spec.gpu_model, gpu_count=spec.gpu_count,
+        vram_gib=spec.vram_gib, vcpus=spec.vcpus, memory_gib=spec.memory_gib,
+        on_demand_price_usd_per_hour=spec.on_demand_price_usd_per_hour, spot_prices=spot,
+        interruption_risk=spec.interruption_risk,
+    )
+
+
+def _offer_from_row(row: CatalogRow, provider: str) -> ReplayOffer:
+    spot = None
+    if row.spot_price_usd_per_hour is not None:
+        spot = PriceSeries(row.spot_price_usd_per_hour)
+    return ReplayOffer(
+        provider=provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
+        gpu_model=row.gpu_model, gpu_count=row.gpu_count, vram_gib=row.vram_gib,
+        vcpus=row.vcpus, memory_gib=row.memory_gib,
+        on_demand_price_usd_per_hour=row.on_demand_price_usd_per_hour, spot_prices=spot,
+    )
+
+
+class _TraceCache:
+    """Loads each trace file once per market load and turns trace errors into field errors."""
+
+    def __init__(self, market_path: Path) -> None:
+        self.market_path = market_path
+        self.base_dir = market_path.parent
+        self._loaded: dict[Path, AvailabilityTrace] = {}
+
+    def get(self, raw: str, field_name: str) -> AvailabilityTrace:
+        path = expand_path(raw, self.base_dir)
+        if path not in self._loaded:
+            try:
+                self._loaded[path] = load_trace(path)
+            except TraceError as exc:
+                raise MarketError(f"{self.market_path}: {field_name}: {exc}") from None
+        return self._loaded[path]
+
+
+def _build_offers(spec: MarketSpec, path: Path) -> list[ReplayOffer]:
+    traces = _TraceCache(path)
+    offers: list[ReplayOffer] = []
+    for i, offer_spec in enumerate(spec.offers):
+        offer = _offer_from_spec(offer_spec)
+        if offer_spec.availability_trace:
+            offer.trace = traces.get(offer_spec.availability_trace,
+                                     f"offers[{i}].availability_trace")
+        offers.append(offer)
+    for i, cat in enumerate(spec.catalogs):
+        try:
+            rows = read_catalog(expand_path(cat.path, path.parent),
+                                instance_types=cat.instance_types, regions=cat.regions,
+                                zones=cat.zones)
+        except CatalogError as exc:
+            raise MarketError(f"{path}: catalogs[{i}].path: {exc}") from None
+        if not rows:
+            raise MarketError(f"{path}: catalogs[{i}]: the filters keep no GPU row of {cat.path}")
+        offers.extend(_offer_from_row(row, cat.provider) for row in merge_duplicate_rows(rows))
+    for i, trace_spec in enumerate(spec.traces):
+        matched = [
+            o for o in offers
+            if o.instance_type == trace_spec.instance_type and o.zone == trace_spec.zone
+            and o.spot_prices is not None
+            and (trace_spec.provider is None or o.provider == trace_spec.provider)
+        ]
+        if not matched:
+            raise MarketError(
+                f"{path}: traces[{i}]: no spot offer has instance_type "
+                f"{trace_spec.instance_type!r} in zone {trace_spec.zone!r}"
+            )
+        trace = traces.get(trace_spec.path, f"traces[{i}].path")
+        for offer in matched:
+            if offer.trace is None:
+                offer.trace = trace
+    return offers
+
+
+def load_market(path: str | Path) -> ReplayMarket:
+    """Load and validate a market file (YAML; schema in :mod:`providers.replay.schema`).
+
+    Reads the catalogs and traces it names. Raises ``MarketError`` naming the file and the
+    field when the file is missing, not YAML, fails validation, names a missing or malformed
+    catalog or trace, or defines the same offer key twice.
+    """
+    path = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise MarketError(f"{path}: cannot read market file: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise MarketError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise MarketError(f"{path}: a market file is a mapping with name, offers, ...")
+    try:
+        spec = MarketSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise MarketError(_format_validation(path, exc)) from None
+    offers = _build_offers(spec, path)
+    seen: set[OfferKey] = set()
+    for offer in offers:
+        for market in offer.markets():
+            key = offer.key(market)
+            if key in seen:
+                raise MarketError(f"{path}: offer {key.series()} is defined twice")
+            seen.add(key)
+    return ReplayMarket(
+        name=spec.name, path=path, time_scale=spec.time_scale,
+        notice_seconds=spec.notice_seconds, start_offset_hours=spec.start_offset_hours,
+        offers=offers,
+    )

@@ -1,0 +1,156 @@
+"""``ReplayProvider``: the Provider protocol over a replay cloud process.
+
+It only translates: models ↔ the cloud's JSON, HTTP statuses → :mod:`providers.errors`. The
+market itself (offers, traces, clock) runs in the cloud process (:mod:`.cloud`), which this
+provider starts on first use and which outlives it.
+
+Routing: a replayed market may imitate several clouds (offers with ``provider: aws`` and
+``provider: gcp``). ``provider_names`` is the set of every ``Offer.provider`` this market
+serves; the scheduler should route a launch to this provider whenever the offer's provider is
+in that set. ``name`` is that single provider name when there is one, else ``"replay"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from providers.base import LaunchRequest
+from providers.errors import CapacityError, NotFoundError, ProviderError, QuotaError
+from providers.replay.client import CloudClient, error_code
+from providers.replay.market import load_market
+from providers.replay.state import DEFAULT_IDLE_EXIT_S
+from scheduler.models import Instance, Offer, OfferKey, PriceObservation
+from scheduler.models.base import ensure_utc
+
+MULTI_PROVIDER_NAME = "replay"
+
+
+def _instance(view: dict[str, Any]) -> Instance:
+    # The cloud adds pid, pid_alive, work_dir...; Instance is strict, so keep its own fields.
+    return Instance.model_validate({k: view[k] for k in Instance.model_fields if k in view})
+
+
+class ReplayProvider:
+    """A replayed spot market, run as a local fake cloud whose instances are local processes.
+
+    - **market_path**: market YAML (see :mod:`providers.replay.schema`); loaded here too, so
+      a bad file fails at construction with ``MarketError``.
+    - **state_dir**: the cloud's state directory (``state.json``, instance work dirs, logs).
+    - **agent_command**: argv started on each launched instance, in its work dir; default
+      ``python -m scheduler.agent``. Only used when this provider starts the cloud.
+    - **idle_exit_s**: a cloud started by this provider exits after this many idle seconds.
+
+    Attributes: ``name``, ``provider_names`` (see module docstring), ``time_scale`` (market
+    seconds per wall second), ``market`` (the loaded :class:`ReplayMarket`).
+    Every method may block on local HTTP (10 s timeout) and on starting the cloud (≤ 20 s).
+    Thread-safe.
+    """
+
+    def __init__(self, market_path: str | Path, state_dir: str | Path,
+                 agent_command: Sequence[str] | None = None, *,
+                 idle_exit_s: float = DEFAULT_IDLE_EXIT_S) -> None:
+        self.market = load_market(market_path)
+        self.provider_names: frozenset[str] = frozenset(self.market.provider_names)
+        self.name = (next(iter(self.provider_names)) if len(self.provider_names) == 1
+                     else MULTI_PROVIDER_NAME)
+        self.time_scale = self.market.time_scale
+        self.state_dir = Path(state_dir).resolve()
+        self._client = CloudClient(self.market.path, self.state_dir, agent_command,
+                                   idle_exit_s=idle_exit_s, provider=self.name)
+
+    # ----- Provider protocol ----------------------------------------------------------------
+    def list_offers(self) -> list[Offer]:
+        """Offers rentable now (``GET /offers``): every on-demand offer, and spot offers whose
+        availability trace reads 1 at the current market time, priced at that time.
+
+        Raises ``TransientError`` when the cloud cannot be reached or started.
+        """
+        resp = self._ok(self._client.request("GET", "/offers"), "list offers")
+        return [Offer.model_validate(o) for o in resp.json()["offers"]]
+
+    def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
+        """Price changes after ``since`` (aware UTC; all since the market's epoch when
+        ``None``): one observation per offer at the epoch, then one per spot price step, each
+        stamped with the wall time the market clock reached it. Raises ``TransientError``."""
+        params = {"since": ensure_utc(since).isoformat()} if since is not None else None
+        resp = self._ok(self._client.request("GET", "/prices", params=params), "poll prices")
+        return [PriceObservation.model_validate(o) for o in resp.json()["observations"]]
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Launch ``request.offer`` as a local agent process (``POST /instances``).
+
+        Idempotent on ``request.client_token``: a repeat returns the first instance (and
+        restarts its agent if the cloud died before starting it). Returns a ``running``
+        instance. Raises ``CapacityError`` (code ``InsufficientInstanceCapacity``) when the
+        spot offer's trace reads 0 now, ``ProviderError`` for an unknown offer or a token reused
+        for another offer, ``TransientError`` when the cloud is unreachable.
+        """
+        body = {
+            "offer": request.offer.key.model_dump(mode="json"),
+            "client_token": request.client_token, "tags": request.tags,
+            "agent_env": request.agent_env,
+        }
+        resp = self._client.request("POST", "/instances", json=body)
+        if resp.status_code == 409:
+            raise CapacityError(_message(resp), provider=request.offer.provider,
+                                code=error_code(resp) or "InsufficientInstanceCapacity")
+        return _instance(self._ok(resp, "launch").json())
+
+    def terminate(self, instance_id: str) -> None:
+        """Terminate an instance (``DELETE /instances/<id>``): its agent's process group gets
+        SIGTERM, then SIGKILL after 5 s; ``describe`` shows ``shutting-down`` then
+        ``terminated``. Quiet for unknown or already terminated ids. Raises ``TransientError``.
+        """
+        resp = self._client.request("DELETE", f"/instances/{instance_id}")
+        if resp.status_code not in (200, 204, 404):
+            self._ok(resp, "terminate")
+
+    def describe(self, tags: dict[str, str] | None = None) -> list[Instance]:
+        """Instances carrying all ``tags`` (all when ``None``), terminated ones for an hour,
+        with any preemption notice. Raises ``TransientError``."""
+        params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
+        resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
+        return [_instance(v) for v in resp.json()["instances"]]
+
+    def unavailable_reason(self, key: OfferKey) -> str | None:
+        """Why ``key`` cannot be launched now (spot trace reads 0, or unknown offer), else
+        ``None``. Raises ``TransientError``."""
+        resp = self._client.request("GET", "/availability", params={"series": key.series()})
+        return self._ok(resp, "availability").json()["reason"]
+
+    def close(self) -> None:
+        """Close the HTTP client. The cloud process and its instances keep running."""
+        self._client.close()
+
+    # ----- beyond the protocol --------------------------------------------------------------
+    def describe_raw(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Like :meth:`describe` but the cloud's full view: adds ``pid``, ``pid_alive`` (the
+        agent process still runs), ``work_dir`` and ``terminated_at``."""
+        params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
+        resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
+        return resp.json()["instances"]
+
+    def cloud_url(self) -> str:
+        """Base URL of the cloud process, starting it if needed."""
+        return self._client.ensure_running()
+
+    def _ok(self, resp: Any, action: str) -> Any:
+        if resp.status_code < 300:
+            return resp
+        code = error_code(resp)
+        message = f"replay {action}: HTTP {resp.status_code}: {_message(resp)}"
+        if resp.status_code == 404:
+            raise NotFoundError(message, provider=self.name, code=code)
+        if resp.status_code == 429:
+            raise QuotaError(message, provider=self.name, code=code)
+        raise ProviderError(message, provider=self.name, code=code)
+
+
+def _message(resp: Any) -> str:
+    try:
+        return str(resp.json().get("message", resp.text))
+    except (ValueError, AttributeError):
+        return resp.text[:300]

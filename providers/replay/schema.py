@@ -1,0 +1,130 @@
+"""The market file's schema (YAML), validated with pydantic; unknown fields are errors.
+
+::
+
+    name: demo                     # required
+    description: free text         # optional
+    time_scale: 60                 # market seconds per wall second (default 1)
+    notice_seconds: 10             # wall seconds from a preemption notice to the reclaim (120)
+    start_offset_hours: 0          # market time (hours into the traces) at the epoch (0)
+    offers:                        # offers written down by hand
+      - provider: aws              # default "replay"
+        region: us-east-1
+        zone: us-east-1a
+        instance_type: g4dn.xlarge
+        gpu_model: T4
+        gpu_count: 1
+        vram_gib: 16               # per GPU
+        vcpus: 4
+        memory_gib: 16
+        on_demand_price_usd_per_hour: 0.526     # optional: no on-demand market when absent
+        spot_price_usd_per_hour: 0.19           # optional: no spot market when absent
+        interruption_risk: 0.05                 # optional; else derived from the trace
+        availability_trace: markets/a.json      # optional; spot only; none = always available
+        spot_price_series:                      # optional price steps (market hours)
+          - {at_hours: 4, price: 0.21}
+    catalogs:                      # real catalogs in SkyPilot vms.csv format
+      - path: ${GA_DATA_DIR}/catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv
+        provider: aws              # default "replay"
+        instance_types: [p3.2xlarge]   # optional filters
+        regions: [us-west-2]
+        zones: [usw2-az1]
+    traces:                        # availability traces for spot offers (any source)
+      - {instance_type: p3.2xlarge, zone: usw2-az1, path: ..., provider: aws}   # provider optional
+
+Every offer needs at least one of the two prices.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from scheduler.models.base import StrictModel
+
+DEFAULT_PROVIDER = "replay"
+# AWS gives two minutes between the spot interruption notice and the reclaim.
+DEFAULT_NOTICE_SECONDS = 120.0
+
+
+class PricePointSpec(StrictModel):
+    """A spot price step: from ``at_hours`` of market time on, the price is ``price`` USD/hour."""
+
+    at_hours: float = Field(ge=0)
+    price: float = Field(ge=0)
+
+
+class OfferSpec(StrictModel):
+    """One hand-written offer: an instance type in one zone, on-demand and/or spot."""
+
+    provider: str = Field(default=DEFAULT_PROVIDER, min_length=1)
+    region: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    gpu_model: str = Field(min_length=1)
+    gpu_count: int = Field(ge=0)
+    vram_gib: float = Field(ge=0)
+    vcpus: int = Field(ge=0)
+    memory_gib: float = Field(ge=0)
+    on_demand_price_usd_per_hour: float | None = Field(default=None, ge=0)
+    spot_price_usd_per_hour: float | None = Field(default=None, ge=0)
+    interruption_risk: float | None = Field(default=None, ge=0, le=1)
+    availability_trace: str | None = None
+    spot_price_series: list[PricePointSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _markets_consistent(self) -> "OfferSpec":
+        if self.on_demand_price_usd_per_hour is None and self.spot_price_usd_per_hour is None:
+            raise ValueError(
+                "give on_demand_price_usd_per_hour, spot_price_usd_per_hour or both"
+            )
+        if self.spot_price_usd_per_hour is None:
+            spot_only = {
+                "availability_trace": self.availability_trace,
+                "spot_price_series": self.spot_price_series or None,
+                "interruption_risk": self.interruption_risk,
+            }
+            for field, value in spot_only.items():
+                if value is not None:
+                    raise ValueError(
+                        f"{field} applies to the spot market; set spot_price_usd_per_hour too"
+                    )
+        return self
+
+
+class CatalogSpec(StrictModel):
+    """A real catalog file (SkyPilot ``vms.csv``) and the filters choosing rows from it."""
+
+    path: str = Field(min_length=1)
+    provider: str = Field(default=DEFAULT_PROVIDER, min_length=1)
+    instance_types: list[str] | None = None
+    regions: list[str] | None = None
+    zones: list[str] | None = None
+
+
+class TraceSpec(StrictModel):
+    """Assigns an availability trace to the spot offers with this instance type and zone
+    (and provider, when given) that have no ``availability_trace`` of their own."""
+
+    instance_type: str = Field(min_length=1)
+    zone: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    provider: str | None = None
+
+
+class MarketSpec(StrictModel):
+    """The whole market file."""
+
+    name: str = Field(min_length=1)
+    description: str | None = None
+    time_scale: float = Field(default=1.0, gt=0)
+    notice_seconds: float = Field(default=DEFAULT_NOTICE_SECONDS, ge=0)
+    start_offset_hours: float = Field(default=0.0, ge=0)
+    offers: list[OfferSpec] = Field(default_factory=list)
+    catalogs: list[CatalogSpec] = Field(default_factory=list)
+    traces: list[TraceSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_offers(self) -> "MarketSpec":
+        if not self.offers and not self.catalogs:
+            raise ValueError("a market needs offers, catalogs or both")
+        return self
