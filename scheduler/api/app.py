@@ -46,7 +46,7 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     @app.exception_handler(job_service.SpecError)
     async def spec_error(_: Request, exc: job_service.SpecError):
         return JSONResponse({"detail": "invalid job spec", "problems": exc.problems},
-                            status_code=status.HTTP_422_UNPROCESSABLE_ENTITY)
+                            status_code=422)
 
     @app.exception_handler(job_service.JobNotFound)
     async def not_found(_: Request, exc: job_service.JobNotFound):
