@@ -19,7 +19,7 @@ from typing import Any
 
 from providers.base import LaunchRequest
 from providers.errors import CapacityError, NotFoundError, ProviderError, QuotaError
-from providers.replay.client import CloudClient, error_code
+from providers.replay.client import CloudClient, error_code, shutdown_cloud
 from providers.replay.market import load_market
 from providers.replay.state import DEFAULT_IDLE_EXIT_S
 from scheduler.models import Instance, Offer, OfferKey, PriceObservation
@@ -132,6 +132,12 @@ class ReplayProvider:
         params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
         resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
         return resp.json()["instances"]
+
+    def shutdown_cloud(self, *, reset_market: bool = False) -> None:
+        """Stop this market's cloud process and every instance it runs (see
+        :func:`providers.replay.client.shutdown_cloud`); quiet when none runs. With
+        ``reset_market`` the next start begins a fresh market clock."""
+        shutdown_cloud(self.state_dir, reset_market=reset_market)
 
     def cloud_url(self) -> str:
         """Base URL of the cloud process, starting it if needed."""
