@@ -49,6 +49,9 @@ def daemon(
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Routine per-second chatter of the scheduler and HTTP client hides what matters.
+    for noisy in ("apscheduler", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     settings = DaemonSettings(host=host, port=port)
     if home:
         settings.home = home
