@@ -38,7 +38,7 @@ def open_store(url: str) -> ObjectStore:
     url = (url or "").strip()
     if not url:
         raise ValueError("checkpoint store URL is empty; use file:///path or s3://bucket/prefix")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    scheme = urlsplit(url).scheme.lower()
     if scheme == "":
         return LocalObjectStore(Path(url).expanduser())
     if scheme == "file":
