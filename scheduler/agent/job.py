@@ -1,0 +1,129 @@
+"""The user's command: started in its own process group, output captured line by line."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from scheduler.agent.timing import KILL_WAIT_S, OUTPUT_DRAIN_S
+from scheduler.models import JobSpec
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path,
+                    resumed: bool, job_id: str) -> dict[str, str]:
+    """The command's environment: ``base`` without any ``GA_*`` variable (they hold the agent
+    token and daemon/store endpoints the job has no business with), plus ``spec.env``, plus
+    ``SCHED_CHECKPOINT_DIR`` (absolute), ``SCHED_RESUME`` (``1`` when a checkpoint was
+    restored, else ``0``) and ``SCHED_JOB_ID``."""
+    env = {k: v for k, v in base.items() if not k.startswith("GA_")}
+    env.update(spec.env)
+    env.update(
+        SCHED_CHECKPOINT_DIR=str(Path(checkpoint_dir).absolute()),
+        SCHED_RESUME="1" if resumed else "0",
+        SCHED_JOB_ID=job_id,
+    )
+    return env
+
+
+def _die_with_agent() -> None:
+    # Runs in the child before exec. If the agent is killed outright (SIGKILL, OOM), the job
+    # must not live on unsupervised: the daemon will already be starting it elsewhere.
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def shell_exit_code(returncode: int) -> int:
+    """Popen's return code in shell convention: a death by signal N becomes 128 + N."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+class JobProcess:
+    """A running command. Use :meth:`start`.
+
+    The command runs as ``/bin/sh -c COMMAND`` in a new session (so its process group id is
+    its pid and signals to the group reach everything it started). stdout and stderr are
+    merged; every line is appended to ``log_path`` and passed to ``on_line``. Methods are meant
+    for one controlling thread.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], reader: threading.Thread) -> None:
+        self._popen = popen
+        self._reader = reader
+
+    @classmethod
+    def start(cls, command: str, cwd: Path, env: Mapping[str, str], log_path: Path,
+              on_line: Callable[[str], None]) -> "JobProcess":
+        """Start ``command`` in ``cwd`` with exactly ``env``. Raises ``OSError`` if it cannot
+        be started (e.g. ``cwd`` missing)."""
+        popen = subprocess.Popen(
+            ["/bin/sh", "-c", command], cwd=cwd, env=dict(env),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_agent, close_fds=True,
+        )
+        reader = threading.Thread(target=_pump, args=(popen, log_path, on_line),
+                                  name="job-output", daemon=True)
+        reader.start()
+        logger.info("started job command (pid %d) in %s", popen.pid, cwd)
+        return cls(popen, reader)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Wait up to ``timeout_s`` seconds; the exit code (shell convention) or ``None``."""
+        try:
+            return shell_exit_code(self._popen.wait(timeout=timeout_s))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the command's process group; quiet if it is already gone."""
+        try:
+            os.killpg(self._popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, sig: int, grace_s: float) -> int:
+        """Send ``sig`` to the group, wait up to ``grace_s`` seconds for the command to exit,
+        then SIGKILL the group. Returns the exit code (shell convention)."""
+        self.signal_group(sig)
+        code = self.wait(grace_s)
+        if code is None:
+            logger.warning("job did not exit %.0f s after %s; killing it",
+                           grace_s, signal.Signals(sig).name)
+            self.signal_group(signal.SIGKILL)
+            code = self.wait(KILL_WAIT_S)
+        return code if code is not None else 128 + signal.SIGKILL
+
+    def finish(self) -> None:
+        """After the command exited: kill whatever it left running in its group and wait
+        (briefly) for the rest of its output to be captured."""
+        self.signal_group(signal.SIGKILL)
+        self._reader.join(OUTPUT_DRAIN_S)
+
+
+def _pump(popen: subprocess.Popen[bytes], log_path: Path, on_line: Callable[[str], None]) -> None:
+    assert popen.stdout is not None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log, popen.stdout:
+        for raw in popen.stdout:
+            log.write(raw)
+            log.flush()
+            try:
+                on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            except Exception:  # a reporting bug must not stop output capture (or block the job)
+                logger.exception("output line handler failed")

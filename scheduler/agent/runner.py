@@ -1,0 +1,254 @@
+"""The node agent's run: start → restore → run → (succeeded | failed | checkpointed).
+
+One agent runs one attempt of one job on one instance, then exits:
+
+1. report ``starting``; unpack the job's code bundle (if any) into ``WORK_DIR/job``;
+2. report ``restoring``; restore the newest valid checkpoint into the checkpoint folder;
+3. start the command (see :mod:`scheduler.agent.job`); report ``running``;
+4. every second: poll the preemption notice; every heartbeat: report (the answer may be
+   ``stop``); every ``sync_interval_s``: commit the checkpoint folder if it changed;
+5. on a notice, a ``stop`` command, or SIGTERM/SIGINT to the agent: report ``checkpointing``,
+   signal the job's group, wait ``grace_s`` (then SIGKILL), commit, report ``checkpointed``;
+   when the command exits by itself: commit (``final`` if it exited 0), report ``succeeded`` or
+   ``failed``.
+
+Exit status: 0 when the final report was delivered and the checkpoint landed, 1 otherwise,
+2 for a bad environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from scheduler.agent.job import JobProcess, job_environment
+from scheduler.agent.notices import AwsImdsNotices, NoticeSource, make_notice_source
+from scheduler.agent.reporter import Reporter
+from scheduler.agent.retries import retrying, store_error_is_transient
+from scheduler.agent.settings import AgentSettings
+from scheduler.agent.sync import CheckpointSync
+from scheduler.agent.timing import HEARTBEAT_S, LOOP_TICK_S
+from scheduler.checkpoints import (
+    CheckpointStoreError, ObjectStore, download_workdir, open_store, restore_latest,
+)
+from scheduler.models import PreemptionNotice
+from scheduler.models.agents import AgentAction, AgentPhase
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+EXIT_OK, EXIT_TROUBLE, EXIT_BAD_ENV = 0, 1, 2
+
+
+class Agent:
+    """One agent run for ``settings``; :meth:`run` does everything and returns the exit status.
+
+    ``store``, ``notices`` and ``reporter`` default to the ones the settings name (tests may
+    pass their own). Not reusable: one instance, one run.
+    """
+
+    def __init__(self, settings: AgentSettings, store: ObjectStore | None = None,
+                 notices: NoticeSource | None = None, reporter: Reporter | None = None) -> None:
+        self.settings = settings
+        self.store = store if store is not None else open_store(settings.store_url)
+        self.notices = notices or make_notice_source(settings.metadata_flavor, settings.metadata_url)
+        self.reporter = reporter or Reporter(settings.api_url, settings.token, settings.instance_id,
+                                             settings.job_id, settings.attempt)
+        spec = settings.spec
+        self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
+                                   settings.checkpoint_dir, spec.checkpoint.sync_interval_s)
+        self.phase = AgentPhase.STARTING
+        self.restored_from: str | None = None
+        self.notice: PreemptionNotice | None = None
+        self.note: str | None = None  # a one-off remark for the next report
+        self._stop_reason: str | None = None
+        self._rebalance_seen = False
+
+    # -- reporting -----------------------------------------------------------------------------
+
+    def _fields(self, **extra: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = dict(checkpoint_id=self.sync.checkpoint_id,
+                                      restored_from=self.restored_from, notice=self.notice)
+        if self.note:
+            fields["message"] = self.note
+        fields.update(extra)
+        return fields
+
+    def _report(self, phase: AgentPhase | None = None, **extra: Any) -> AgentAction | None:
+        if phase is not None:
+            self.phase = phase
+        command = self.reporter.send(self.phase, **self._fields(**extra))
+        if command is None:
+            return None
+        self.note = None
+        if command.action is AgentAction.STOP and self._stop_reason is None:
+            self._stop_reason = f"daemon asked to stop ({command.reason or 'no reason given'})"
+        return command.action
+
+    def _heartbeat(self) -> None:
+        self._report()
+
+    def _final(self, phase: AgentPhase, ok: bool, **extra: Any) -> int:
+        interim = self.phase
+        self.phase = phase
+        delivered = self.reporter.send_final(phase, interim, self._heartbeat_as(interim),
+                                             **self._fields(**extra))
+        return EXIT_OK if ok and delivered is not None else EXIT_TROUBLE
+
+    def _heartbeat_as(self, phase: AgentPhase) -> Callable[[], None]:
+        return lambda: self.reporter.send(phase, **self._fields())
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def _with_store_retries(self, what: str, call: Callable[[], T]) -> T:
+        for attempt in retrying(what, store_error_is_transient, self._heartbeat):
+            with attempt:
+                return call()
+        raise AssertionError("unreachable")  # tenacity either returns or raises
+
+    def _prepare(self) -> bool:
+        """Unpack the code and restore the checkpoint; ``False`` (after reporting ``failed``)
+        when the job cannot be started safely."""
+        s = self.settings
+        self._report(AgentPhase.STARTING)
+        try:
+            s.job_dir.mkdir(parents=True, exist_ok=True)
+            if self._with_store_retries("code download",
+                                        lambda: download_workdir(self.store, s.job_id, s.job_dir)):
+                logger.info("code bundle unpacked into %s", s.job_dir)
+            self._report(AgentPhase.RESTORING)
+            manifest = self._with_store_retries(
+                "checkpoint restore", lambda: restore_latest(self.store, s.job_id, s.checkpoint_dir))
+        except Exception as exc:
+            # Starting from scratch while the store is merely unreachable would overwrite the
+            # job's progress with an earlier state, so the agent gives up instead.
+            logger.error("cannot prepare the job: %s", exc)
+            self._final(AgentPhase.FAILED, ok=False, message=f"agent could not prepare the job: {exc}")
+            return False
+        if manifest is not None:
+            self.restored_from = manifest.checkpoint_id
+            self.sync.mark_restored()
+        s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        return True
+
+    def _start_job(self) -> JobProcess | None:
+        s = self.settings
+        env = job_environment(os.environ, s.spec, s.checkpoint_dir,
+                              resumed=self.restored_from is not None, job_id=s.job_id)
+        try:
+            return JobProcess.start(s.spec.command, s.job_dir, env, s.log_path,
+                                    self.reporter.add_line)
+        except OSError as exc:
+            logger.error("cannot start the command: %s", exc)
+            self._final(AgentPhase.FAILED, ok=False, message=f"cannot start the command: {exc}")
+            return None
+
+    def _poll_notices(self) -> None:
+        if self.notice is None:
+            self.notice = self.notices.poll()
+            if self.notice is not None:
+                logger.warning("preemption notice: %s at %s", self.notice.action,
+                               self.notice.action_at.isoformat())
+                self._stop_reason = self._stop_reason or "preemption notice"
+        if isinstance(self.notices, AwsImdsNotices) and not self._rebalance_seen:
+            noticed_at = self.notices.rebalance_recommendation()
+            if noticed_at is not None:
+                self._rebalance_seen = True
+                self.note = f"AWS rebalance recommendation at {noticed_at.isoformat()}"
+                logger.warning("%s", self.note)
+
+    def _supervise(self, job: JobProcess) -> int:
+        """The main loop; returns the agent's exit status."""
+        next_heartbeat = time.monotonic() + HEARTBEAT_S
+        while True:
+            code = job.wait(LOOP_TICK_S)
+            if code is not None:
+                return self._after_exit(job, code)
+            self._poll_notices()
+            if self._stop_reason is None:
+                self.sync.tick()
+                if time.monotonic() >= next_heartbeat:
+                    next_heartbeat = time.monotonic() + HEARTBEAT_S
+                    self._report()
+            if self._stop_reason is not None:
+                return self._checkpoint_and_exit(job, self._stop_reason)
+
+    def _commit_after_exit(self, final: bool, force: bool) -> tuple[bool, str | None]:
+        """(landed, message): a store outage lasting the whole retry budget leaves the files
+        local and is reported rather than raised."""
+        try:
+            self.sync.final_commit(final, force, self._heartbeat_as(self.phase))
+            return True, None
+        except Exception as exc:
+            logger.error("checkpoint not uploaded: %s", exc)
+            return False, (f"checkpoint upload failed ({exc}); files kept in "
+                           f"{self.settings.checkpoint_dir}")
+
+    def _checkpoint_and_exit(self, job: JobProcess, reason: str) -> int:
+        logger.info("checkpointing: %s", reason)
+        self._report(AgentPhase.CHECKPOINTING, message=reason)
+        spec = self.settings.spec.checkpoint
+        code = job.stop(spec.signal_number(), spec.grace_s)
+        job.finish()
+        logger.info("job exited with %d after %s", code, spec.signal)
+        landed, problem = self._commit_after_exit(final=False, force=False)
+        return self._final(AgentPhase.CHECKPOINTED, landed, exit_code=code,
+                           message="; ".join(m for m in (reason, problem) if m))
+
+    def _after_exit(self, job: JobProcess, code: int) -> int:
+        job.finish()
+        logger.info("job exited with %d", code)
+        landed, problem = self._commit_after_exit(final=code == 0, force=code == 0)
+        phase = AgentPhase.SUCCEEDED if code == 0 else AgentPhase.FAILED
+        return self._final(phase, landed, exit_code=code, message=problem)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        # The instance is being shut down under us: treat it like a notice.
+        self._stop_reason = self._stop_reason or f"agent received {signal.Signals(signum).name}"
+
+    def run(self) -> int:
+        """Run the whole attempt; returns the process exit status (see the module docstring)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        try:
+            if not self._prepare():
+                return EXIT_TROUBLE
+            if self._stop_reason is not None:  # stopped before the command ever ran
+                return self._final(AgentPhase.CHECKPOINTED, True, message=self._stop_reason)
+            job = self._start_job()
+            if job is None:
+                return EXIT_TROUBLE
+            self._report(AgentPhase.RUNNING)
+            return self._supervise(job)
+        finally:
+            self.sync.close()
+            self.notices.close()
+            self.reporter.close()
+
+
+def main() -> int:
+    """Entry point of ``python -m scheduler.agent``: configure logging, read the environment,
+    run. Returns the exit status."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per heartbeat and per S3 call would drown the agent's own log.
+    for noisy in ("httpx", "httpcore", "botocore", "boto3", "s3transfer", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = AgentSettings.from_env()
+    except ValueError as exc:
+        print(f"gpu-arbiter agent: {exc}", file=sys.stderr)
+        return EXIT_BAD_ENV
+    try:
+        agent = Agent(settings)
+    except ValueError as exc:  # e.g. a malformed GA_STORE_URL
+        print(f"gpu-arbiter agent: {exc}", file=sys.stderr)
+        return EXIT_BAD_ENV
+    logger.info("agent for job %s attempt %d on %s", settings.job_id, settings.attempt,
+                settings.instance_id)
+    return agent.run()
