@@ -128,21 +128,21 @@ class CloudClient:
                              provider=self.provider, code="CloudNotStarted")
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One API call; starts the cloud when it is not running (e.g. after an idle exit) and
-        retries once. Returns responses < 500; raises ``TransientError`` otherwise."""
+        """One API call; on a transport failure (cloud died, idled out, or never started) it
+        (re)starts the cloud and retries once. Returns responses < 500; raises
+        ``TransientError`` on 5xx or when the retry fails too."""
         for attempt in (1, 2):
             url = self._url or self.ensure_running()
             try:
                 resp = self._http.request(method, f"{url}{path}", **kwargs)
-            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+            except httpx.TransportError as exc:
+                # A pooled connection to a cloud that died (or idled out) fails like this. Every
+                # call is safe to repeat (reads, terminate, launch with its client token).
                 self._url = None
                 if attempt == 2:
-                    raise TransientError(f"replay cloud unreachable: {exc}",
-                                         provider=self.provider) from None
+                    raise TransientError(f"replay cloud request {method} {path} failed: "
+                                         f"{exc!r}", provider=self.provider) from None
                 continue
-            except httpx.HTTPError as exc:
-                raise TransientError(f"replay cloud request {method} {path} failed: {exc}",
-                                     provider=self.provider) from None
             if resp.status_code >= 500:
                 raise TransientError(f"replay cloud {method} {path}: HTTP {resp.status_code} "
                                      f"{resp.text[:300]}", provider=self.provider,

@@ -248,12 +248,14 @@ def _bind(cloud: ReplayCloud) -> CloudServer:
 
 
 def _background(server: CloudServer, idle_exit_s: float) -> None:
-    cloud, next_idle_check = server.cloud, time.monotonic() + IDLE_CHECK_INTERVAL_S
+    cloud = server.cloud
+    check_every_s = min(IDLE_CHECK_INTERVAL_S, idle_exit_s / 2)
+    next_idle_check = time.monotonic() + check_every_s
     while not server.stop.wait(RECLAIM_INTERVAL_S):
         try:
             cloud.tick()
             if time.monotonic() >= next_idle_check:
-                next_idle_check = time.monotonic() + IDLE_CHECK_INTERVAL_S
+                next_idle_check = time.monotonic() + check_every_s
                 idle_s = time.monotonic() - server.last_activity
                 if idle_s > idle_exit_s and cloud.live_process_count() == 0:
                     log.info("idle for %.0f s with no live instance: exiting", idle_s)
