@@ -64,6 +64,9 @@ PORT_REUSE_WAIT_S = 5.0
 
 
 class CloudServer(ThreadingHTTPServer):
+    """The HTTP server: one thread per connection, plus the cloud, the time of the last
+    request (monotonic s, for idle exit) and the event that stops the process."""
+
     daemon_threads = True
     allow_reuse_address = True
 
@@ -76,6 +79,8 @@ class CloudServer(ThreadingHTTPServer):
 
 
 class Handler(BaseHTTPRequestHandler):
+    """Routes the API and the instance metadata endpoints (see the module docstring)."""
+
     protocol_version = "HTTP/1.1"
     server: CloudServer
     # Idle keep-alive connections must not pin threads forever.

@@ -62,6 +62,7 @@ class LaunchBody(StrictModel):
 
 
 def new_instance_id() -> str:
+    """A fresh id in the replay cloud's shape, ``r-`` + 12 hex digits."""
     return f"r-{secrets.token_hex(6)}"
 
 
@@ -88,9 +89,11 @@ class ReplayCloud:
 
     # ----- market ---------------------------------------------------------------------------
     def market_s(self) -> float:
+        """Market seconds now (see :class:`providers.replay.timeline.MarketClock`)."""
         return self.clock.market_s(self.now())
 
     def health(self) -> dict[str, Any]:
+        """``GET /health`` body: market, pid, state dir, url, epoch and market time."""
         return {
             "status": "ok", "market": self.market.name, "pid": os.getpid(),
             "state_dir": str(self.state_dir), "url": self.base_url,
@@ -99,15 +102,18 @@ class ReplayCloud:
         }
 
     def offers(self) -> list[dict[str, Any]]:
+        """Offers rentable now as JSON dicts (spot offers whose trace reads 0 left out)."""
         now = self.now()
         return [o.model_dump(mode="json")
                 for o in self.market.offers_at(self.clock.market_s(now), now)]
 
     def prices(self, since: datetime | None) -> list[dict[str, Any]]:
+        """Price observations in the wall window ``(since, now]`` as JSON dicts."""
         return [p.model_dump(mode="json")
                 for p in self.market.price_observations(self.clock, since, self.now())]
 
     def unavailable_reason(self, key: OfferKey) -> str | None:
+        """Why ``key`` cannot be launched now, or ``None``."""
         return self.market.unavailable_reason(key, self.market_s())
 
     # ----- instances ------------------------------------------------------------------------
@@ -211,6 +217,7 @@ class ReplayCloud:
             return out
 
     def get(self, instance_id: str) -> InstanceRecord | None:
+        """The record of ``instance_id``, or ``None`` when unknown (or forgotten)."""
         with self.lock:
             return self.store.data.instances.get(instance_id)
 

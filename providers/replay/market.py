@@ -61,6 +61,7 @@ class ReplayOffer:
     trace: AvailabilityTrace | None = None
 
     def key(self, market: Market) -> OfferKey:
+        """The offer key of this offer in ``market``."""
         return OfferKey(provider=self.provider, region=self.region, zone=self.zone,
                         instance_type=self.instance_type, market=market)
 
@@ -82,6 +83,7 @@ class ReplayOffer:
         return self.on_demand_price_usd_per_hour
 
     def spot_risk(self) -> float:
+        """The spot market's interruption risk: the file's value, else the trace's, else 0."""
         if self.interruption_risk is not None:
             return self.interruption_risk
         return self.trace.interruption_risk() if self.trace else 0.0
@@ -119,6 +121,7 @@ class ReplayMarket:
 
     @property
     def start_market_s(self) -> float:
+        """Market seconds at the clock's epoch."""
         return self.start_offset_hours * 3600.0
 
     @property
