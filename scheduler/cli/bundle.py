@@ -37,14 +37,31 @@ def load_spec_file(path: Path) -> dict[str, Any]:
     return raw
 
 
-def pack_workdir(workdir: str | None) -> str | None:
-    """gzip tar of ``workdir`` as base64 (``None`` when there is no workdir)."""
+def pack_spec(raw: dict[str, Any]) -> str | None:
+    """The bundle of a loaded spec mapping (see :func:`pack_workdir`)."""
+    workdir = raw.get("workdir")
+    checkpoint = raw.get("checkpoint")
+    ckpt_dir = checkpoint.get("dir", "checkpoints") if isinstance(checkpoint, dict) else "checkpoints"
+    return pack_workdir(workdir if isinstance(workdir, str) else None,
+                        ckpt_dir if isinstance(ckpt_dir, str) else None)
+
+
+def pack_workdir(workdir: str | None, checkpoint_dir: str | None = "checkpoints") -> str | None:
+    """gzip tar of ``workdir`` as base64 (``None`` when there is no workdir).
+
+    The job's checkpoint dir (relative to ``workdir``) is left out: a checkpoint left over from
+    a local run must not be shipped and resumed; checkpoints travel only through the store.
+    """
     if not workdir:
         return None
     root = Path(workdir)
+    excluded = Path(checkpoint_dir).parts if checkpoint_dir else None
 
     def skip(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        return None if _SKIP & set(Path(info.name).parts) else info
+        parts = Path(info.name).parts
+        if _SKIP & set(parts) or (excluded and parts[:len(excluded)] == excluded):
+            return None
+        return info
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:

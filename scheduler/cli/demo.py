@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scheduler.cli import render
-from scheduler.cli.bundle import load_spec_file, pack_workdir
+from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
 from scheduler.config import examples_dir, home_dir
 from scheduler.daemon import read_daemon_info
@@ -103,7 +103,7 @@ def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
         client = ApiClient(home)
         console.print(render.offers_table(client.get("/v1/offers")))
         raw = load_spec_file(spec_path)
-        job = client.post("/v1/jobs", json={"spec": raw, "bundle_b64": pack_workdir(raw.get("workdir"))})
+        job = client.post("/v1/jobs", json={"spec": raw, "bundle_b64": pack_spec(raw)})
         console.print(f"submitted [bold]{job['id']}[/]: {raw['command']} "
                       f"(needs {raw['resources']['gpu_count']} GPU with "
                       f">= {raw['resources']['min_vram_gib']} GiB)")

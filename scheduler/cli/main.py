@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from scheduler.cli import render
-from scheduler.cli.bundle import load_spec_file, pack_workdir
+from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
 
 app = typer.Typer(help="gpu-arbiter: run GPU jobs on the cheapest offer that fits, across "
@@ -70,7 +70,7 @@ def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     """Submit a job. An invalid spec is refused with every bad field listed."""
     try:
         raw = load_spec_file(spec_file)
-        bundle = pack_workdir(raw.get("workdir") if isinstance(raw.get("workdir"), str) else None)
+        bundle = pack_spec(raw)
         job = _client(home).post("/v1/jobs", json={"spec": raw, "bundle_b64": bundle})
     except CliError as exc:
         _fail(exc)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler.cli.bundle import load_spec_file, pack_workdir
+from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
 from scheduler.daemon import read_daemon_info
 
@@ -76,7 +76,7 @@ class DaemonProcess:
         raw = load_spec_file(spec_path)
         raw.update(overrides)
         return self.client().post("/v1/jobs", json={"spec": raw,
-                                                    "bundle_b64": pack_workdir(raw.get("workdir"))})
+                                                    "bundle_b64": pack_spec(raw)})
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self.client().get(f"/v1/jobs/{job_id}")
