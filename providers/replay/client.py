@@ -170,8 +170,9 @@ def _kill_recorded_instances(state_dir: Path) -> None:
     except (OSError, ValueError):
         return
     for rec in state.get("instances", {}).values():
-        if rec.get("state") != "terminated" and procs.group_alive(rec.get("pid")):
-            procs.signal_group(rec.get("pid"), signal.SIGKILL)
+        pid, marker = rec.get("pid"), rec.get("pid_marker")
+        if rec.get("state") != "terminated" and procs.group_alive(pid, marker):
+            procs.signal_group(pid, signal.SIGKILL, marker)
 
 
 def shutdown_cloud(state_dir: str | Path, *, reset_market: bool = False,

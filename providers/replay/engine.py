@@ -232,10 +232,10 @@ class ReplayCloud:
             rec.state = InstanceState.SHUTTING_DOWN
             rec.shutdown_at = self.now()
             self.store.save()
-            procs.signal_group(rec.pid, signal.SIGTERM)
+            procs.signal_group(rec.pid, signal.SIGTERM, rec.pid_marker)
 
     def _mark_terminated(self, rec: InstanceRecord, reason: str) -> None:
-        procs.signal_group(rec.pid, signal.SIGKILL)
+        procs.signal_group(rec.pid, signal.SIGKILL, rec.pid_marker)
         rec.state = InstanceState.TERMINATED
         rec.terminated_reason = rec.terminated_reason or reason
         rec.terminated_at = self.now()
@@ -270,11 +270,11 @@ class ReplayCloud:
         if rec.state is InstanceState.TERMINATED:
             return False
         if rec.state is InstanceState.SHUTTING_DOWN:
-            if not procs.group_alive(rec.pid):
+            if not procs.group_alive(rec.pid, rec.pid_marker):
                 self._mark_terminated(rec, REASON_USER)
                 return True
             if rec.shutdown_at and (now - rec.shutdown_at).total_seconds() > TERMINATE_GRACE_S:
-                procs.signal_group(rec.pid, signal.SIGKILL)
+                procs.signal_group(rec.pid, signal.SIGKILL, rec.pid_marker)
             return False
         if rec.notice is not None:
             if now >= rec.notice.action_at:
@@ -294,7 +294,8 @@ class ReplayCloud:
         with self.lock:
             return sum(1 for rec in self.store.data.instances.values()
                        if rec.state is not InstanceState.TERMINATED
-                       and (self._alive(rec) or procs.group_alive(rec.pid)))
+                       and (self._alive(rec)
+                            or procs.group_alive(rec.pid, rec.pid_marker)))
 
     def shutdown_all(self, grace_s: float = TERMINATE_GRACE_S) -> None:
         """Terminate every instance (SIGTERM, wait up to ``grace_s``, SIGKILL), reason
@@ -303,9 +304,10 @@ class ReplayCloud:
             live = [r for r in self.store.data.instances.values()
                     if r.state is not InstanceState.TERMINATED]
             for rec in live:
-                procs.signal_group(rec.pid, signal.SIGTERM)
+                procs.signal_group(rec.pid, signal.SIGTERM, rec.pid_marker)
         deadline = self.now() + timedelta(seconds=grace_s)
-        while self.now() < deadline and any(procs.group_alive(r.pid) for r in live):
+        while (self.now() < deadline
+               and any(procs.group_alive(r.pid, r.pid_marker) for r in live)):
             time.sleep(0.1)
         with self.lock:
             for rec in live:

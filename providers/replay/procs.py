@@ -53,13 +53,27 @@ def is_alive(pid: int | None, marker: str | None = None) -> bool:
     return marker is None or (len(fields) > 19 and fields[19] == marker)
 
 
-def group_alive(pgid: int | None) -> bool:
+def _group_is_ours(pgid: int, marker: str | None) -> bool:
+    """False when pid ``pgid`` now belongs to another process than the one started with
+    ``marker``. The kernel does not hand out a pid while a process group of that id exists, so
+    a reused pid means our group is entirely gone; a missing leader means any process left in
+    group ``pgid`` is one of ours."""
+    if marker is None:
+        return True
+    fields = _stat_fields(pgid)
+    return fields is None or (len(fields) > 19 and fields[19] == marker)
+
+
+def group_alive(pgid: int | None, marker: str | None = None) -> bool:
     """True when any non-zombie process is in process group ``pgid`` (the agent or anything it
-    started). Without ``/proc`` only the leader is checked."""
+    started), and the group is the one whose leader started with ``marker`` (when given).
+    Without ``/proc`` only the leader is checked."""
     if not pgid:
         return False
     if not _PROC.exists():
         return is_alive(pgid)
+    if not _group_is_ours(pgid, marker):
+        return False
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -69,9 +83,12 @@ def group_alive(pgid: int | None) -> bool:
     return False
 
 
-def signal_group(pgid: int | None, sig: int = signal.SIGTERM) -> None:
-    """Send ``sig`` to process group ``pgid``; quiet when the group is already gone."""
-    if not pgid:
+def signal_group(pgid: int | None, sig: int = signal.SIGTERM,
+                 marker: str | None = None) -> None:
+    """Send ``sig`` to process group ``pgid``; quiet when the group is already gone, and a no-op
+    when ``pgid`` was reused by an unrelated process (``marker`` differs: see
+    :func:`_group_is_ours`)."""
+    if not pgid or not _group_is_ours(pgid, marker):
         return
     try:
         os.killpg(pgid, sig)

@@ -4,6 +4,7 @@ instance record and starting (or recording) its agent is repaired by a retried l
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -93,3 +94,22 @@ def test_retry_adopts_agent_started_but_not_recorded(market_file: Path, tmp_path
     assert status == 200 and again["pid"] == int(pid) and again["pid_alive"]
     time.sleep(0.3)
     assert _starts(view["work_dir"], 1) == [pid]  # adopted, not started twice
+
+
+def test_group_signals_skip_a_reused_pid() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                             start_new_session=True)
+    try:
+        marker = procs.start_marker(child.pid)
+        assert marker is not None and procs.group_alive(child.pid, marker)
+        # a record whose process started at another time is not this process: leave it alone
+        assert not procs.group_alive(child.pid, "1")
+        procs.signal_group(child.pid, signal.SIGKILL, "1")
+        time.sleep(0.2)
+        assert child.poll() is None
+        procs.signal_group(child.pid, signal.SIGKILL, marker)
+        assert child.wait(timeout=5) == -signal.SIGKILL
+        assert not procs.is_alive(child.pid, marker)
+    finally:
+        child.kill()
+        child.wait()
