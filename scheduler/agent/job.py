@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from scheduler.models import JobSpec
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+# How often the group is checked while it has its grace period to exit.
+_GROUP_POLL_S = 0.1
 
 
 def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path,
@@ -43,6 +46,35 @@ def _die_with_agent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is in process group ``pgid``.
+
+    Reads ``/proc`` on Linux, where zombies must not count (a container's PID 1 may never
+    reap them); elsewhere falls back to ``killpg(pgid, 0)``.
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    wanted = str(pgid)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == wanted and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def shell_exit_code(returncode: int) -> int:
@@ -98,15 +130,22 @@ class JobProcess:
             pass
 
     def stop(self, sig: int, grace_s: float) -> int:
-        """Send ``sig`` to the group, wait up to ``grace_s`` seconds for the command to exit,
-        then SIGKILL the group. Returns the exit code (shell convention)."""
+        """Send ``sig`` to the group and give every process in it up to ``grace_s`` seconds to
+        exit, then SIGKILL the group. Returns the command's exit code (shell convention).
+
+        The whole group is waited for, not just the shell: ``/bin/sh -c`` often dies at once
+        on SIGTERM while the program it started is still saving its checkpoint.
+        """
         self.signal_group(sig)
-        code = self.wait(grace_s)
-        if code is None:
-            logger.warning("job did not exit %.0f s after %s; killing it",
+        deadline = time.monotonic() + grace_s
+        while group_alive(self._popen.pid) and time.monotonic() < deadline:
+            self._popen.poll()  # reap the shell so it does not count as alive
+            time.sleep(_GROUP_POLL_S)
+        if group_alive(self._popen.pid):
+            logger.warning("job still running %.0f s after %s; killing its process group",
                            grace_s, signal.Signals(sig).name)
             self.signal_group(signal.SIGKILL)
-            code = self.wait(KILL_WAIT_S)
+        code = self.wait(KILL_WAIT_S)
         return code if code is not None else 128 + signal.SIGKILL
 
     def finish(self) -> None:
