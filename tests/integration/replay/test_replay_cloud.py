@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from providers.base import LaunchRequest
+from providers.base import LaunchRequest, Provider
 from providers.errors import CapacityError, ProviderError
 from providers.replay import ReplayProvider
 from providers.replay import procs
@@ -60,6 +60,7 @@ def _raw(provider: ReplayProvider, instance_id: str) -> dict:
 
 
 def test_offers_and_prices(provider: ReplayProvider) -> None:
+    assert isinstance(provider, Provider)
     assert provider.provider_names == {"replay", "other"} and provider.name == "replay"
     assert provider.time_scale == 60
     started = utcnow()
