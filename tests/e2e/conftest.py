@@ -1,0 +1,40 @@
+"""End-to-end fixtures: the uninterrupted reference run of the example training job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scheduler.config import examples_dir, shared_data_dir
+
+# Long enough to span a preemption on the replayed markets (~30-40 s of wall time here).
+E2E_STEPS = 30000
+E2E_ENV = {"CHARLM_SEED": "0", "CHARLM_STEPS": str(E2E_STEPS), "CHARLM_CHECKPOINT_EVERY": "2000"}
+
+
+def load_params(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="session")
+def reference_model(tmp_path_factory) -> Path:
+    """Final model of an uninterrupted run with the e2e settings, made once per session."""
+    work = tmp_path_factory.mktemp("reference")
+    env = {**os.environ, **E2E_ENV, "SCHED_CHECKPOINT_DIR": str(work / "checkpoints")}
+    subprocess.run([sys.executable, str(examples_dir() / "charlm" / "train.py")], cwd=work,
+                   env=env, check=True, capture_output=True, timeout=600)
+    return work / "checkpoints" / "final_model.npz"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if not (path / "catalogs").is_dir():
+        pytest.skip(f"the shared real-data folder is absent ({path}); set GA_DATA_DIR")
+    return path
