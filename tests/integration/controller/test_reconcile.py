@@ -1,0 +1,171 @@
+"""Reconcile steps against a real Redis and a real replay cloud process (stand-in agents that
+only sleep; agent reports are written as the API would write them)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from providers.base import LaunchRequest
+from providers.replay import ReplayProvider, shutdown_cloud
+from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
+from scheduler.controller.orphans import sweep_orphans
+from scheduler.controller.reconcile import reconcile_pass
+from scheduler.models import TAG_JOB, TAG_OWNER, Job, JobState, Market, utcnow
+from scheduler.models.agents import AgentPhase, AgentReport
+from scheduler.models.instances import PreemptionNotice
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+from scheduler.timing import ORPHAN_GRACE_S
+from tests.factories.jobs import spec
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+MARKET = """
+name: ctest
+time_scale: 60
+notice_seconds: 2
+offers:
+  - {provider: aws, region: r1, zone: r1a, instance_type: gone, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 0.10,
+     availability_trace: gone.json}
+  - {provider: aws, region: r1, zone: r1b, instance_type: steady, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, on_demand_price_usd_per_hour: 0.5,
+     spot_price_usd_per_hour: 0.2}
+"""
+
+
+@pytest.fixture
+def provider(tmp_path):
+    folder = tmp_path / "market"
+    folder.mkdir()
+    (folder / "gone.json").write_text('{"metadata": {"gap_seconds": 60}, "data": [0]}')
+    (folder / "market.yaml").write_text(MARKET)
+    p = ReplayProvider(folder / "market.yaml", tmp_path / "cloud", SLEEPER)
+    yield p
+    p.close()
+    shutdown_cloud(tmp_path / "cloud")
+
+
+@pytest.fixture
+def ctx(redis_client, provider):
+    store = Store.over(redis_client)
+    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
+                               tokens=AgentTokens(b"s"))
+    return Context(store=store, providers=ProviderRegistry([provider]), bootstrap=bootstrap,
+                   owner="ga-test")
+
+
+def _submit(ctx, **overrides) -> Job:
+    now = utcnow()
+    job = Job(id="job-1", spec=spec(**overrides), created_at=now, updated_at=now)
+    job.record(JobState.PENDING, "submitted")
+    return ctx.store.jobs.create(job)
+
+
+def _all_offers_including_unavailable(ctx, provider):
+    """The store as a stale poll left it: the never-available spot offer still listed."""
+    live = provider.list_offers()
+    gone = live[0].model_copy(update={"zone": "r1a", "instance_type": "gone",
+                                      "price_usd_per_hour": 0.10, "market": Market.SPOT})
+    ctx.store.offers.replace_offers("aws", live + [gone])
+
+
+def test_capacity_error_marks_the_offer_and_places_elsewhere(ctx, provider):
+    _all_offers_including_unavailable(ctx, provider)
+    job = _submit(ctx)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PENDING
+    assert "no capacity" in job.events[-1].message
+    assert {k.instance_type for k in ctx.store.offers.unavailable()} == {"gone"}
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING
+    assert job.placement.offer.instance_type == "steady" and job.placement.attempt == 2
+    instances = provider.describe({TAG_JOB: job.id})
+    assert [i.id for i in instances] == [job.placement.instance_id]
+
+
+def test_launch_repeated_after_a_crash_makes_one_instance(ctx, provider):
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = _submit(ctx)
+    # Place only (as if the daemon died right after saving the placement) ...
+    from scheduler.controller.placing import place
+    job = place(ctx, job)
+    # ... and the launch reached the cloud before the crash, but its answer was lost.
+    first = provider.launch(LaunchRequest(offer=job.placement.offer,
+                                          client_token=job.placement.client_token,
+                                          tags={TAG_OWNER: ctx.owner, TAG_JOB: job.id}))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.placement.instance_id == first.id
+    assert len(provider.describe({TAG_JOB: job.id})) == 1
+
+
+def test_agent_reports_drive_running_notice_and_migration(ctx, provider):
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = _submit(ctx)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING
+    report = AgentReport(job_id=job.id, attempt=1, phase=AgentPhase.RUNNING, at=utcnow())
+    ctx.store.agents.save_report(report)
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(job.id).state is JobState.RUNNING
+    notice = PreemptionNotice(action_at=utcnow() + timedelta(seconds=120))
+    ctx.store.agents.save_report(report.model_copy(update={
+        "phase": AgentPhase.CHECKPOINTING, "notice": notice, "at": utcnow()}))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.CHECKPOINTING
+    assert job.placement.offer.key in ctx.store.offers.unavailable()
+    ctx.store.agents.save_report(report.model_copy(update={
+        "phase": AgentPhase.CHECKPOINTED, "notice": notice, "checkpoint_id": "c1", "at": utcnow()}))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    # One step per pass: the old instance is terminated and the job is migrating; the next
+    # pass places it on the remaining offer.
+    assert job.state is JobState.MIGRATING and job.last_checkpoint_id == "c1"
+    assert job.placements[-1].end_reason == "preempted"
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING and job.placement.attempt == 2
+    assert job.placement.offer.key != job.placements[-1].offer.key
+    # A late heartbeat of the old attempt cannot hide its final report.
+    ctx.store.agents.save_report(report.model_copy(update={"at": utcnow()}))
+    assert ctx.store.agents.last_report(job.id, 1).phase is AgentPhase.CHECKPOINTED
+
+
+def test_cancel_before_launch(ctx, provider):
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = _submit(ctx, resources={"gpu_count": 8})  # nothing fits: stays pending
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PENDING and "gpu_count removed" in job.waiting_reason
+    from scheduler.services.jobs import cancel
+    cancel(ctx.store, job.id)
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(job.id).state is JobState.CANCELLED
+    assert ctx.store.jobs.active_ids() == []
+
+
+def test_orphans_are_terminated_after_the_grace_period_and_claimed_ones_kept(ctx, provider):
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = _submit(ctx)
+    reconcile_pass(ctx)
+    claimed = ctx.store.jobs.get(job.id).placement.instance_id
+    steady = next(o for o in provider.list_offers() if o.market.value == "spot")
+    orphan = provider.launch(LaunchRequest(offer=steady, client_token="leaked-1",
+                                           tags={TAG_OWNER: ctx.owner, TAG_JOB: "gone-job"}))
+    foreign = provider.launch(LaunchRequest(offer=steady, client_token="not-ours",
+                                            tags={TAG_OWNER: "someone-else"}))
+    assert sweep_orphans(ctx) == []  # younger than the grace period
+    later = utcnow() + timedelta(seconds=ORPHAN_GRACE_S + 1)
+    ctx.clock = lambda: later
+    assert sweep_orphans(ctx) == [orphan.id]
+    states = {i.id: i.state.value for i in provider.describe()}
+    assert states[claimed] == "running" and states[foreign.id] == "running"
+    assert states[orphan.id] in ("shutting-down", "terminated")
