@@ -42,7 +42,8 @@ def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path
 
 def _die_with_agent() -> None:
     # Runs in the child before exec. If the agent is killed outright (SIGKILL, OOM), the job
-    # must not live on unsupervised: the daemon will already be starting it elsewhere.
+    # must not live on unsupervised: the daemon will already be starting it elsewhere. Only
+    # the direct child (the shell, or what it execs) gets this; grandchildren do not.
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -129,17 +130,25 @@ class JobProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def stop(self, sig: int, grace_s: float) -> int:
+    def stop(self, sig: int, grace_s: float, on_wait: Callable[[], None] | None = None,
+             on_wait_every_s: float = 2.0) -> int:
         """Send ``sig`` to the group and give every process in it up to ``grace_s`` seconds to
         exit, then SIGKILL the group. Returns the command's exit code (shell convention).
 
         The whole group is waited for, not just the shell: ``/bin/sh -c`` often dies at once
         on SIGTERM while the program it started is still saving its checkpoint.
+
+        - **on_wait** (optional): called every ``on_wait_every_s`` seconds while waiting (the
+          agent keeps heartbeating through a long grace period).
         """
         self.signal_group(sig)
-        deadline = time.monotonic() + grace_s
+        now = time.monotonic()
+        deadline, next_call = now + grace_s, now + on_wait_every_s
         while group_alive(self._popen.pid) and time.monotonic() < deadline:
             self._popen.poll()  # reap the shell so it does not count as alive
+            if on_wait is not None and time.monotonic() >= next_call:
+                next_call = time.monotonic() + on_wait_every_s
+                on_wait()
             time.sleep(_GROUP_POLL_S)
         if group_alive(self._popen.pid):
             logger.warning("job still running %.0f s after %s; killing its process group",

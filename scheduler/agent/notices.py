@@ -51,7 +51,9 @@ def parse_utc(text: str) -> datetime:
     return ensure_utc(value)
 
 
-def parse_aws_instance_action(body: str | bytes, received_at: datetime | None = None) -> PreemptionNotice:
+def parse_aws_instance_action(
+    body: str | bytes, received_at: datetime | None = None
+) -> PreemptionNotice:
     """AWS ``spot/instance-action`` JSON → :class:`PreemptionNotice`.
 
     Raises ``ValueError`` when the body is not ``{"action": str, "time": ISO-8601 UTC}``.
@@ -76,7 +78,9 @@ def parse_aws_rebalance(body: str | bytes) -> datetime:
         raise ValueError(f"rebalance recommendation is not {{'noticeTime'}} JSON: {exc}") from None
 
 
-def parse_aliyun_termination_time(text: str, received_at: datetime | None = None) -> PreemptionNotice:
+def parse_aliyun_termination_time(
+    text: str, received_at: datetime | None = None
+) -> PreemptionNotice:
     """Alibaba ``instance/spot/termination-time`` text (``2020-04-07T17:03:00Z``) →
     :class:`PreemptionNotice` with action ``terminate`` (Alibaba releases the instance).
     Raises ``ValueError`` when ``text`` is not a UTC time."""
@@ -212,7 +216,8 @@ class AliyunNotices(_MetadataClient):
         if answer.status_code == 404:
             return None
         if answer.status_code != 200:
-            logger.warning("instance metadata termination-time answered HTTP %d", answer.status_code)
+            logger.warning("instance metadata termination-time answered HTTP %d",
+                           answer.status_code)
             return None
         try:
             return parse_aliyun_termination_time(answer.text)

@@ -56,7 +56,8 @@ class Agent:
                  notices: NoticeSource | None = None, reporter: Reporter | None = None) -> None:
         self.settings = settings
         self.store = store if store is not None else open_store(settings.store_url)
-        self.notices = notices or make_notice_source(settings.metadata_flavor, settings.metadata_url)
+        self.notices = notices or make_notice_source(settings.metadata_flavor,
+                                                     settings.metadata_url)
         self.reporter = reporter or Reporter(settings.api_url, settings.token, settings.instance_id,
                                              settings.job_id, settings.attempt)
         spec = settings.spec
@@ -74,9 +75,9 @@ class Agent:
     def _fields(self, **extra: Any) -> dict[str, Any]:
         fields: dict[str, Any] = dict(checkpoint_id=self.sync.checkpoint_id,
                                       restored_from=self.restored_from, notice=self.notice)
-        if self.note:
-            fields["message"] = self.note
         fields.update(extra)
+        if self.note:
+            fields["message"] = "; ".join(m for m in (fields.get("message"), self.note) if m)
         return fields
 
     def _report(self, phase: AgentPhase | None = None, **extra: Any) -> AgentAction | None:
@@ -123,12 +124,14 @@ class Agent:
                 logger.info("code bundle unpacked into %s", s.job_dir)
             self._report(AgentPhase.RESTORING)
             manifest = self._with_store_retries(
-                "checkpoint restore", lambda: restore_latest(self.store, s.job_id, s.checkpoint_dir))
+                "checkpoint restore",
+                lambda: restore_latest(self.store, s.job_id, s.checkpoint_dir))
         except Exception as exc:
             # Starting from scratch while the store is merely unreachable would overwrite the
             # job's progress with an earlier state, so the agent gives up instead.
             logger.error("cannot prepare the job: %s", exc)
-            self._final(AgentPhase.FAILED, ok=False, message=f"agent could not prepare the job: {exc}")
+            self._final(AgentPhase.FAILED, ok=False,
+                        message=f"agent could not prepare the job: {exc}")
             return False
         if manifest is not None:
             self.restored_from = manifest.checkpoint_id
@@ -193,7 +196,7 @@ class Agent:
         logger.info("checkpointing: %s", reason)
         self._report(AgentPhase.CHECKPOINTING, message=reason)
         spec = self.settings.spec.checkpoint
-        code = job.stop(spec.signal_number(), spec.grace_s)
+        code = job.stop(spec.signal_number(), spec.grace_s, self._heartbeat, HEARTBEAT_S)
         job.finish()
         logger.info("job exited with %d after %s", code, spec.signal)
         landed, problem = self._commit_after_exit(final=False, force=False)

@@ -82,7 +82,8 @@ class AgentSettings:
                 problems.append(f"GA_ATTEMPT must be an integer >= 1, got {env['GA_ATTEMPT']!r}")
         flavor = env.get("GA_METADATA_FLAVOR") or "none"
         if flavor not in FLAVORS:
-            problems.append(f"GA_METADATA_FLAVOR must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+            problems.append(
+                f"GA_METADATA_FLAVOR must be one of {', '.join(FLAVORS)}, got {flavor!r}")
         spec = None
         if env.get("GA_JOB_SPEC"):
             try:

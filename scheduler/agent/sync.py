@@ -49,7 +49,8 @@ class CheckpointSync:
         self._committed = dir_fingerprint(self.src_dir)
 
     def _commit(self, fingerprint: Fingerprint, final: bool) -> tuple[str | None, Fingerprint]:
-        manifest = commit_checkpoint(self.store, self.job_id, self.src_dir, self.attempt, final=final)
+        manifest = commit_checkpoint(self.store, self.job_id, self.src_dir, self.attempt,
+                                     final=final)
         if manifest is None:
             return None, fingerprint
         try:

@@ -206,7 +206,9 @@ def _checkpoint_ids(store: ObjectStore, job_id: str) -> list[str]:
     return sorted(i for i in found if i)
 
 
-def _read_manifest(store: ObjectStore, job_id: str, checkpoint_id: str) -> CheckpointManifest | None:
+def _read_manifest(
+    store: ObjectStore, job_id: str, checkpoint_id: str
+) -> CheckpointManifest | None:
     key = keys.manifest_key(job_id, checkpoint_id)
     try:
         manifest = parse_lenient(CheckpointManifest, store.get_bytes(key))
@@ -354,5 +356,6 @@ def prune_checkpoints(store: ObjectStore, job_id: str, keep: int = 3) -> list[st
     if orphans:
         store.delete(orphans)
     if doomed or orphans:
-        logger.info("pruned job %s: %d checkpoint(s), %d blob(s)", job_id, len(doomed), len(orphans))
+        logger.info("pruned job %s: %d checkpoint(s), %d blob(s)",
+                    job_id, len(doomed), len(orphans))
     return doomed + orphans

@@ -25,7 +25,7 @@ CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60
 # botocore "standard" retry mode: exponential backoff with jitter on throttling, 5xx and
 # connection errors, this many attempts in all.
-MAX_ATTEMPTS = 4
+MAX_ATTEMPTS = 3
 _DELETE_BATCH = 1000  # DeleteObjects accepts at most 1000 keys per call
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
 
@@ -101,7 +101,8 @@ class S3ObjectStore:
             code = str(err.get("Code", "?"))
             if code in _NOT_FOUND_CODES and action in ("get", "download"):
                 return ObjectNotFound(key)
-            return CheckpointStoreError(f"S3 {action} {where} failed: {code} {err.get('Message', '')}".rstrip())
+            detail = f"{code} {err.get('Message', '')}".rstrip()
+            return CheckpointStoreError(f"S3 {action} {where} failed: {detail}")
         # BotoCoreError / S3 transfer errors carry no secrets (endpoint URL at most).
         return CheckpointStoreError(f"S3 {action} {where} failed: {exc}")
 
@@ -216,5 +217,6 @@ class S3ObjectStore:
                 first = errors[0]
                 raise CheckpointStoreError(
                     f"S3 delete failed for {len(errors)} key(s), first "
-                    f"s3://{self.bucket}/{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}"
+                    f"s3://{self.bucket}/{first.get('Key')}: {first.get('Code')} "
+                    f"{first.get('Message', '')}"
                 )

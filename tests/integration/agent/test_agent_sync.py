@@ -1,0 +1,73 @@
+"""CheckpointSync: uploads in the background, retries while the store is down, keeps the
+files local until one lands."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from scheduler.agent.sync import CheckpointSync
+from scheduler.checkpoints import CheckpointStoreError, LocalObjectStore, list_checkpoints
+
+
+class FlakyStore(LocalObjectStore):
+    """A local store whose writes fail while ``down`` is set."""
+
+    down = False
+    failed_writes = 0
+
+    def put_file(self, key: str, path: Path) -> None:
+        if self.down:
+            self.failed_writes += 1
+            raise CheckpointStoreError("connection refused")
+        super().put_file(key, path)
+
+
+def tick_until(sync: CheckpointSync, done, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        sync.tick()
+        time.sleep(0.05)
+    assert done()
+
+
+def test_periodic_sync_retries_until_the_store_is_back(tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "store")
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "state").write_text("1")
+    sync = CheckpointSync(store, "job-1", 1, src, interval_s=1)
+    sync._due_mono = 0  # first sync due now
+    store.down = True
+    tick_until(sync, lambda: store.failed_writes >= 2)  # retried well before a second interval
+    assert sync.checkpoint_id is None and (src / "state").read_text() == "1"
+    store.down = False
+    tick_until(sync, lambda: sync.checkpoint_id is not None)
+    assert [m.checkpoint_id for m in list_checkpoints(store, "job-1")] == [sync.checkpoint_id]
+
+    first = sync.checkpoint_id
+    sync._due_mono = 0
+    sync.tick()  # unchanged folder: nothing to do
+    sync.final_commit(final=False, force=False)
+    assert sync.checkpoint_id == first
+    sync.close()
+
+
+def test_final_commit_waits_out_a_short_outage(tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "store")
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "weights").write_bytes(b"w" * 100)
+    sync = CheckpointSync(store, "job-1", 1, src, interval_s=60)
+    store.down = True
+    waits: list[int] = []
+
+    def on_wait() -> None:  # the agent heartbeats here; the store comes back after two tries
+        waits.append(1)
+        if len(waits) == 2:
+            store.down = False
+
+    checkpoint_id = sync.final_commit(final=True, force=True, on_wait=on_wait)
+    assert checkpoint_id is not None and len(waits) == 2
+    assert list_checkpoints(store, "job-1")[0].final
+    sync.close()
