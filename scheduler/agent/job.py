@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scheduler.agent.timing import KILL_WAIT_S, OUTPUT_DRAIN_S
+from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 from scheduler.models import JobSpec
 
 logger = logging.getLogger(__name__)
@@ -154,14 +154,14 @@ class JobProcess:
             logger.warning("job still running %.0f s after %s; killing its process group",
                            grace_s, signal.Signals(sig).name)
             self.signal_group(signal.SIGKILL)
-        code = self.wait(KILL_WAIT_S)
+        code = self.wait(AGENT_KILL_WAIT_S)
         return code if code is not None else 128 + signal.SIGKILL
 
     def finish(self) -> None:
         """After the command exited: kill whatever it left running in its group and wait
         (briefly) for the rest of its output to be captured."""
         self.signal_group(signal.SIGKILL)
-        self._reader.join(OUTPUT_DRAIN_S)
+        self._reader.join(AGENT_OUTPUT_DRAIN_S)
 
 
 def _pump(popen: subprocess.Popen[bytes], log_path: Path, on_line: Callable[[str], None]) -> None:

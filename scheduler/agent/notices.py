@@ -24,7 +24,7 @@ from typing import Protocol
 
 import httpx
 
-from scheduler.agent.timing import (
+from scheduler.timing import (
     IMDS_TOKEN_RENEW_BEFORE_S, IMDS_TOKEN_TTL_S, METADATA_TIMEOUT_S,
 )
 from scheduler.models import PreemptionNotice, utcnow

@@ -19,7 +19,7 @@ import httpx
 from pydantic import ValidationError
 
 from scheduler.agent.retries import retrying
-from scheduler.agent.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
+from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 from scheduler.models import utcnow
 from scheduler.models.agents import AgentCommand, AgentPhase, AgentReport
 

@@ -11,7 +11,7 @@ from tenacity import (
     RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential,
 )
 
-from scheduler.agent.timing import FINAL_RETRY_FOR_S, RETRY_FIRST_WAIT_S, RETRY_MAX_WAIT_S
+from scheduler.timing import AGENT_FINAL_RETRY_FOR_S, AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 from scheduler.checkpoints import CheckpointStoreError
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ def retrying(
     what: str,
     transient: Callable[[BaseException], bool],
     on_wait: Callable[[], None] | None = None,
-    retry_for_s: float = FINAL_RETRY_FOR_S,
+    retry_for_s: float = AGENT_FINAL_RETRY_FOR_S,
 ) -> Retrying:
     """A tenacity ``Retrying`` for ``what`` (used in log lines).
 
@@ -45,7 +45,7 @@ def retrying(
 
     return Retrying(
         stop=stop_after_delay(retry_for_s),
-        wait=wait_exponential(multiplier=RETRY_FIRST_WAIT_S, max=RETRY_MAX_WAIT_S),
+        wait=wait_exponential(multiplier=AGENT_RETRY_FIRST_WAIT_S, max=AGENT_RETRY_MAX_WAIT_S),
         retry=retry_if_exception(transient),
         before_sleep=before_sleep,
         reraise=True,

@@ -32,7 +32,7 @@ from scheduler.agent.reporter import Reporter
 from scheduler.agent.retries import retrying, store_error_is_transient
 from scheduler.agent.settings import AgentSettings
 from scheduler.agent.sync import CheckpointSync
-from scheduler.agent.timing import HEARTBEAT_S, LOOP_TICK_S
+from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 from scheduler.checkpoints import (
     CheckpointStoreError, ObjectStore, download_workdir, open_store, restore_latest,
 )
@@ -167,16 +167,16 @@ class Agent:
 
     def _supervise(self, job: JobProcess) -> int:
         """The main loop; returns the agent's exit status."""
-        next_heartbeat = time.monotonic() + HEARTBEAT_S
+        next_heartbeat = time.monotonic() + AGENT_HEARTBEAT_S
         while True:
-            code = job.wait(LOOP_TICK_S)
+            code = job.wait(AGENT_LOOP_TICK_S)
             if code is not None:
                 return self._after_exit(job, code)
             self._poll_notices()
             if self._stop_reason is None:
                 self.sync.tick()
                 if time.monotonic() >= next_heartbeat:
-                    next_heartbeat = time.monotonic() + HEARTBEAT_S
+                    next_heartbeat = time.monotonic() + AGENT_HEARTBEAT_S
                     self._report()
             if self._stop_reason is not None:
                 return self._checkpoint_and_exit(job, self._stop_reason)
@@ -196,7 +196,7 @@ class Agent:
         logger.info("checkpointing: %s", reason)
         self._report(AgentPhase.CHECKPOINTING, message=reason)
         spec = self.settings.spec.checkpoint
-        code = job.stop(spec.signal_number(), spec.grace_s, self._heartbeat, HEARTBEAT_S)
+        code = job.stop(spec.signal_number(), spec.grace_s, self._heartbeat, AGENT_HEARTBEAT_S)
         job.finish()
         logger.info("job exited with %d after %s", code, spec.signal)
         landed, problem = self._commit_after_exit(final=False, force=False)

@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from scheduler.agent.retries import retrying, store_error_is_transient
-from scheduler.agent.timing import RETRY_FIRST_WAIT_S, RETRY_MAX_WAIT_S
+from scheduler.timing import AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 from scheduler.checkpoints import (
     ObjectStore, commit_checkpoint, dir_fingerprint, prune_checkpoints,
 )
@@ -68,7 +68,7 @@ class CheckpointSync:
             checkpoint_id, fingerprint = future.result()
         except Exception as exc:
             self._failures += 1
-            delay_s = min(RETRY_MAX_WAIT_S, RETRY_FIRST_WAIT_S * 2 ** (self._failures - 1))
+            delay_s = min(AGENT_RETRY_MAX_WAIT_S, AGENT_RETRY_FIRST_WAIT_S * 2 ** (self._failures - 1))
             self._due_mono = time.monotonic() + delay_s
             logger.warning("checkpoint upload failed (%s); retrying in %.1f s", exc, delay_s)
             return
