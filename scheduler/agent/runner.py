@@ -34,7 +34,7 @@ from scheduler.agent.settings import AgentSettings
 from scheduler.agent.sync import CheckpointSync
 from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 from scheduler.checkpoints import (
-    CheckpointStoreError, ObjectStore, download_workdir, open_store, restore_latest,
+    ObjectStore, download_workdir, open_store, restore_latest,
 )
 from scheduler.models import PreemptionNotice
 from scheduler.models.agents import AgentAction, AgentPhase

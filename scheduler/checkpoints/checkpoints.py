@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from scheduler.checkpoints import keys
 from scheduler.checkpoints.objectstore import (
-    CheckpointCorrupt, CheckpointStoreError, ObjectNotFound, ObjectStore,
+    CheckpointCorrupt, ObjectNotFound, ObjectStore,
 )
 from scheduler.models import CheckpointFile, CheckpointManifest, parse_lenient
 

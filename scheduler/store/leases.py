@@ -7,7 +7,7 @@ import secrets
 
 import redis
 
-from scheduler.store import keys, scripts
+from scheduler.store import scripts
 
 
 class Leases:

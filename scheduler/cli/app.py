@@ -1,0 +1,38 @@
+"""The ``schedctl`` Typer app and what every command module shares.
+
+Each group of commands lives in its own module under ``scheduler/cli/`` and registers itself on
+:data:`app`; :mod:`scheduler.cli.main` imports them all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from scheduler.cli import render
+from scheduler.cli.client import ApiClient, CliError
+
+app = typer.Typer(help="gpu-arbiter: run GPU jobs on the cheapest offer that fits, across "
+                       "clouds and spot markets, and move them when the market moves.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+console = Console()
+err = Console(stderr=True)
+
+HomeOption = typer.Option(None, "--home", envvar="GA_HOME",
+                          help="state directory of the daemon to talk to")
+
+
+def client(home: Optional[Path]) -> ApiClient:
+    return ApiClient(home)
+
+
+def fail(exc: CliError) -> NoReturn:
+    """Print a CLI error (a table of problems for a refused spec) and exit 2."""
+    if exc.problems:
+        err.print(render.problems_table(exc.problems))
+    else:
+        err.print(f"[bold red]error:[/] {exc}")
+    raise typer.Exit(2)

@@ -1,0 +1,157 @@
+"""Daemon, job and offer commands: ``daemon``, ``submit``, ``status``, ``list``, ``cancel``,
+``logs``, ``offers``, ``demo``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from scheduler.cli import render
+from scheduler.cli.app import HomeOption, app, client, console, err, fail
+from scheduler.cli.bundle import load_spec_file, pack_spec
+from scheduler.cli.client import CliError
+
+
+@app.command()
+def daemon(
+    home: Optional[Path] = HomeOption,
+    market: Optional[Path] = typer.Option(None, help="replayed market YAML (default: the example market)"),
+    host: str = typer.Option("127.0.0.1", help="API bind address"),
+    port: int = typer.Option(0, help="API port (0: reuse the last one or pick a free one)"),
+    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
+) -> None:
+    """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
+    from scheduler.daemon import Daemon, DaemonSettings
+
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Routine per-second chatter of the scheduler and HTTP client hides what matters.
+    for noisy in ("apscheduler", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    settings = DaemonSettings(host=host, port=port)
+    if home:
+        settings.home = home
+        settings.home.mkdir(parents=True, exist_ok=True)
+    if market:
+        if not market.is_file():
+            err.print(f"[bold red]error:[/] --market: {market} is not a file")
+            raise typer.Exit(2)
+        settings.market = market.resolve()
+    Daemon(settings).run()
+
+
+@app.command()
+def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
+           home: Optional[Path] = HomeOption) -> None:
+    """Submit a job. An invalid spec is refused with every bad field listed."""
+    try:
+        raw = load_spec_file(spec_file)
+        bundle = pack_spec(raw)
+        job = client(home).post("/v1/jobs", json={"spec": raw, "bundle_b64": bundle})
+    except CliError as exc:
+        fail(exc)
+    console.print(f"submitted [bold]{job['id']}[/] ({job['state']})")
+    console.print(f"follow it with: schedctl status {job['id']}")
+
+
+@app.command()
+def status(job_id: str, home: Optional[Path] = HomeOption,
+           watch: bool = typer.Option(False, "--watch", "-w", help="refresh until the job ends")) -> None:
+    """Timeline, placements, cost so far and what all-on-demand would have cost."""
+    try:
+        api = client(home)
+        if not watch:
+            console.print(render.job_panel(api.get(f"/v1/jobs/{job_id}")))
+            return
+        from rich.live import Live
+        with Live(console=console, refresh_per_second=4) as live:
+            while True:
+                job = api.get(f"/v1/jobs/{job_id}")
+                live.update(render.job_panel(job, last_events=15))
+                if job["state"] in ("succeeded", "failed", "cancelled"):
+                    break
+                time.sleep(1)
+    except CliError as exc:
+        fail(exc)
+
+
+@app.command("list")
+def list_jobs(home: Optional[Path] = HomeOption,
+              limit: int = typer.Option(50, min=1, max=1000)) -> None:
+    """All jobs, newest first."""
+    try:
+        console.print(render.jobs_table(client(home).get("/v1/jobs", limit=limit)))
+    except CliError as exc:
+        fail(exc)
+
+
+@app.command()
+def cancel(job_id: str, home: Optional[Path] = HomeOption) -> None:
+    """Cancel a job: its agent checkpoints and stops, then the instance is terminated."""
+    try:
+        job = client(home).post(f"/v1/jobs/{job_id}/cancel")
+    except CliError as exc:
+        fail(exc)
+    console.print(f"{job['id']}: cancel requested (state {job['state']})")
+
+
+@app.command()
+def logs(job_id: str, home: Optional[Path] = HomeOption,
+         follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines")) -> None:
+    """The job's output, across all its placements."""
+    try:
+        api = client(home)
+        start = 0
+        while True:
+            page = api.get(f"/v1/jobs/{job_id}/logs", start=start)
+            for line in page["lines"]:
+                console.print(line, markup=False, highlight=False)
+            start = page["next"]
+            if not follow:
+                return
+            job = api.get(f"/v1/jobs/{job_id}")
+            if job["state"] in ("succeeded", "failed", "cancelled") and not page["lines"]:
+                return
+            time.sleep(1)
+    except CliError as exc:
+        fail(exc)
+
+
+@app.command()
+def offers(home: Optional[Path] = HomeOption,
+           gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
+           provider: Optional[str] = typer.Option(None),
+           market: Optional[str] = typer.Option(None, help="spot or on-demand"),
+           min_vram_gib: float = typer.Option(0, help="minimum VRAM per GPU, GiB")) -> None:
+    """Latest offers: GPU, count, VRAM, provider, zone, on-demand and spot $/h, risk."""
+    if market not in (None, "spot", "on-demand"):
+        err.print(f"[bold red]error:[/] --market: got {market!r}; allowed: spot, on-demand")
+        raise typer.Exit(2)
+    try:
+        rows = client(home).get("/v1/offers", gpu=gpu, provider=provider, market=market,
+                                 min_vram_gib=min_vram_gib)
+    except CliError as exc:
+        fail(exc)
+    console.print(render.offers_table(rows))
+
+
+@app.command()
+def demo(home: Optional[Path] = typer.Option(None, help="where the demo keeps its state "
+                                             "(default: a fresh folder under the data dir)"),
+         timeout_s: float = typer.Option(170.0, help="give up after this many seconds")) -> None:
+    """Run the main job on the embedded default, preemption and migration included.
+
+    Places the example training job on the replayed market, lets the market preempt it,
+    checkpoints, migrates, resumes, finishes and reports the cost against on-demand."""
+    from scheduler.cli.demo import run_demo
+
+    try:
+        ok = run_demo(console, home, timeout_s)
+    except CliError as exc:
+        fail(exc)
+    raise typer.Exit(0 if ok else 1)
+
