@@ -24,11 +24,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from scheduler import secrets as ga_secrets
 from scheduler.api.app import create_app
 from scheduler.checkpoints.urls import open_store
-from scheduler.config import examples_dir, home_dir
+from scheduler.config import home_dir
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.poller.offers import OfferPoller
+from scheduler.provider_setup import build_providers, default_entries
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
@@ -49,7 +50,8 @@ class DaemonSettings:
     """How to run. Defaults give the embedded setup.
 
     - **home**: state directory (``GA_HOME``).
-    - **market**: replayed market YAML (default ``examples/market.yaml``).
+    - **providers**: provider entries (see :mod:`scheduler.provider_setup`); default: the
+      replayed example market. **config_dir**: folder relative paths in them start from.
     - **host**/**port**: API bind address; port 0 reuses the last port or picks a free one.
     - **redis_url**: ``REDIS_URL``; ``None`` starts the embedded Redis.
     - **store_url**: ``GA_STORE_URL``; default a local directory under home.
@@ -57,7 +59,8 @@ class DaemonSettings:
     """
 
     home: Path = field(default_factory=home_dir)
-    market: Path = field(default_factory=lambda: examples_dir() / "market.yaml")
+    providers: list[dict] = field(default_factory=default_entries)
+    config_dir: Path = field(default_factory=Path.cwd)
     host: str = "127.0.0.1"
     port: int = 0
     redis_url: str | None = field(default_factory=lambda: os.environ.get("REDIS_URL"))
@@ -88,11 +91,11 @@ class Daemon:
     """Wires everything; :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`."""
 
     def __init__(self, settings: DaemonSettings) -> None:
-        from providers.replay.provider import ReplayProvider
-
         self.settings = settings
         home = settings.home
         home.mkdir(parents=True, exist_ok=True)
+        self.providers = ProviderRegistry(
+            build_providers(settings.providers, settings.config_dir, home))
         self.redis = connect(settings.redis_url, home)
         self.store = Store.over(self.redis)
         store_url = settings.store_url or (home / "checkpoints").resolve().as_uri()
@@ -103,8 +106,6 @@ class Daemon:
         tokens = AgentTokens(ga_secrets.agent_secret(home))
         self.api_token = ga_secrets.api_token(home)
         owner = settings.owner or _owner_id(home)
-        market = ReplayProvider(settings.market, home / "replay")
-        self.providers = ProviderRegistry([market])
         bootstrap = AgentBootstrap(
             api_url=self.api_url, store_url=store_url, tokens=tokens,
             store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},
@@ -148,7 +149,7 @@ class Daemon:
         self._register_jobs()
         self.scheduler.start()
         info = {"api_url": self.api_url, "port": self.port, "pid": os.getpid(),
-                "market": str(self.settings.market)}
+                "providers": [a.name for a in self.providers.adapters()]}
         tmp = self.settings.home / "daemon.json.tmp"
         tmp.write_text(json.dumps(info))
         os.replace(tmp, self.settings.home / "daemon.json")

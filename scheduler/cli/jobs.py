@@ -19,13 +19,18 @@ from scheduler.cli.client import CliError
 @app.command()
 def daemon(
     home: Optional[Path] = HomeOption,
-    market: Optional[Path] = typer.Option(None, help="replayed market YAML (default: the example market)"),
+    config: Optional[Path] = typer.Option(
+        None, help="daemon config YAML with a 'providers' list (default: GA_HOME/config.yaml "
+                   "if present, else the replayed example market)"),
+    market: Optional[Path] = typer.Option(None, help="run just this replayed market YAML "
+                                                     "(instead of the config's providers)"),
     host: str = typer.Option("127.0.0.1", help="API bind address"),
     port: int = typer.Option(0, help="API port (0: reuse the last one or pick a free one)"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
 ) -> None:
     """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
     from scheduler.daemon import Daemon, DaemonSettings
+    from scheduler.provider_setup import ProviderConfigError, load_config_file
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -36,12 +41,20 @@ def daemon(
     if home:
         settings.home = home
         settings.home.mkdir(parents=True, exist_ok=True)
-    if market:
-        if not market.is_file():
-            err.print(f"[bold red]error:[/] --market: {market} is not a file")
-            raise typer.Exit(2)
-        settings.market = market.resolve()
-    Daemon(settings).run()
+    config = config or (settings.home / "config.yaml" if (settings.home / "config.yaml").is_file() else None)
+    try:
+        if market:
+            if not market.is_file():
+                raise ProviderConfigError(f"--market: {market} is not a file")
+            settings.providers = [{"kind": "replay", "market": str(market.resolve())}]
+        elif config:
+            settings.providers = load_config_file(config)
+            settings.config_dir = config.resolve().parent
+        daemon_ = Daemon(settings)
+    except ProviderConfigError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    daemon_.run()
 
 
 @app.command()

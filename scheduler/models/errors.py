@@ -29,10 +29,13 @@ def describe_validation_error(error: ValidationError) -> list[dict[str, Any]]:
         msg = item.get("msg", "")
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        value = item.get("input")
         if kind == "extra_forbidden":
-            msg = "unknown field (check the spelling; see the job spec reference in README.md)"
-        problems.append({"field": _path(tuple(item.get("loc", ()))),
-                         "value": item.get("input"), "problem": msg})
+            msg = "unknown field (check the spelling)"
+        elif kind == "missing":
+            msg, value = "required field is missing", None
+        problems.append({"field": _path(tuple(item.get("loc", ()))), "value": value,
+                         "problem": msg})
     return problems
 
 
@@ -40,6 +43,9 @@ def format_validation_error(error: ValidationError) -> str:
     """One line per problem: ``field: got VALUE; problem``."""
     lines = []
     for p in describe_validation_error(error):
+        if p["problem"] == "required field is missing":
+            lines.append(f"{p['field']}: {p['problem']}")
+            continue
         value = p["value"]
         shown = repr(value) if not isinstance(value, dict) else "{...}"
         if len(shown) > 80:

@@ -1,0 +1,104 @@
+"""Which provider adapters the daemon runs, from its config file.
+
+``GA_HOME/config.yaml`` (or ``schedctl daemon --config PATH``)::
+
+    providers:
+      - kind: replay                 # a replayed market (the embedded default)
+        market: examples/market.yaml # relative paths are relative to the config file
+      - kind: aws                    # (each kind documents its own fields)
+        regions: [us-east-1]
+
+With no config file the daemon runs the replayed example market. Each kind registers a factory
+in :data:`FACTORIES`: it receives the entry (a mapping, ``kind`` included), the folder of the
+config file and the daemon's home, validates the entry with its own strict model and returns a
+:class:`providers.base.Provider`. Invalid entries raise :class:`ProviderConfigError` naming the
+entry, the field and the problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from providers.base import Provider
+from scheduler.config import examples_dir
+from scheduler.models import StrictModel, format_validation_error
+
+Factory = Callable[[dict[str, Any], Path, Path], Provider]
+
+
+class ProviderConfigError(ValueError):
+    """The daemon config file or one of its provider entries is invalid."""
+
+
+class ReplayConfig(StrictModel):
+    """``kind: replay``: a replayed market (``providers/replay``). State under
+    ``GA_HOME/replay`` (``GA_HOME/replay-N`` for the N-th further replay entry)."""
+
+    kind: str
+    market: Path
+
+
+def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Provider:
+    from providers.replay.provider import ReplayProvider
+
+    config = ReplayConfig.model_validate(entry)
+    market = config.market if config.market.is_absolute() else base / config.market
+    if not market.is_file():
+        raise ProviderConfigError(f"market: {market} is not a file")
+    return ReplayProvider(market.resolve(), home / ("replay" if index == 0 else f"replay-{index}"))
+
+
+FACTORIES: dict[str, Factory] = {"replay": _replay}
+
+
+def default_entries() -> list[dict[str, Any]]:
+    return [{"kind": "replay", "market": str(examples_dir() / "market.yaml")}]
+
+
+def load_config_file(path: Path) -> list[dict[str, Any]]:
+    """The ``providers`` list of a daemon config file. Raises :class:`ProviderConfigError`."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ProviderConfigError(f"{path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise ProviderConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("providers"), list) or not raw["providers"]:
+        raise ProviderConfigError(f"{path}: needs a non-empty 'providers' list")
+    unknown = set(raw) - {"providers"}
+    if unknown:
+        raise ProviderConfigError(f"{path}: unknown top-level field(s) {sorted(unknown)}; "
+                                  "allowed: providers")
+    return raw["providers"]
+
+
+def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> list[Provider]:
+    """One adapter per entry, in order. Raises :class:`ProviderConfigError`."""
+    out: list[Provider] = []
+    replay_index = 0
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "kind" not in entry:
+            raise ProviderConfigError(f"providers[{i}]: needs a 'kind' "
+                                      f"(one of {', '.join(sorted(FACTORIES))})")
+        kind = entry["kind"]
+        factory = FACTORIES.get(kind)
+        if factory is None:
+            raise ProviderConfigError(f"providers[{i}].kind: got {kind!r}; allowed: "
+                                      f"{', '.join(sorted(FACTORIES))}")
+        try:
+            if kind == "replay":
+                out.append(_replay(entry, base, home, replay_index))
+                replay_index += 1
+            else:
+                out.append(factory(entry, base, home))
+        except ValidationError as exc:
+            lines = format_validation_error(exc).splitlines()
+            raise ProviderConfigError("\n".join(f"providers[{i}] ({kind}): {ln}" for ln in lines)) from None
+        except ProviderConfigError as exc:
+            raise ProviderConfigError(f"providers[{i}] ({kind}): {exc}") from None
+    return out

@@ -1,0 +1,31 @@
+import pytest
+
+from scheduler.config import examples_dir
+from scheduler.provider_setup import ProviderConfigError, build_providers, load_config_file
+
+
+def test_unknown_kind_and_bad_fields_are_named(tmp_path):
+    with pytest.raises(ProviderConfigError, match=r"providers\[0\].kind: got 'awz'; allowed: replay"):
+        build_providers([{"kind": "awz"}], tmp_path, tmp_path)
+    with pytest.raises(ProviderConfigError, match=r"providers\[0\] \(replay\): markt: .*unknown field"):
+        build_providers([{"kind": "replay", "market": "m.yaml", "markt": 1}], tmp_path, tmp_path)
+    with pytest.raises(ProviderConfigError, match="is not a file"):
+        build_providers([{"kind": "replay", "market": "missing.yaml"}], tmp_path, tmp_path)
+
+
+def test_config_file_paths_are_relative_to_the_file(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"providers:\n  - kind: replay\n    market: {examples_dir() / 'market.yaml'}\n")
+    entries = load_config_file(config)
+    (provider,) = build_providers(entries, config.parent, tmp_path)
+    assert provider.provider_names == {"aws", "gcp"}
+
+
+def test_bad_config_files(tmp_path):
+    path = tmp_path / "c.yaml"
+    for text, message in (("providers: []\n", "non-empty"), ("x: 1\nproviders: [{kind: replay}]\n",
+                                                             "unknown top-level"),
+                          ("providers: [\n", "not valid YAML")):
+        path.write_text(text)
+        with pytest.raises(ProviderConfigError, match=message):
+            load_config_file(path)
