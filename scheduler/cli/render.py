@@ -58,16 +58,22 @@ def timeline(job: dict[str, Any], last: int | None = None) -> Table:
 
 def placements(job: dict[str, Any]) -> Table:
     table = Table(title="placements", expand=True)
-    for col in ("#", "offer", "market", "$/h", "instance", "started", "ended", "end", "cost"):
-        table.add_column(col, no_wrap=col != "offer")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("where")
+    table.add_column("market", no_wrap=True)
+    table.add_column("$/h", justify="right", no_wrap=True)
+    table.add_column("ran", no_wrap=True)
+    table.add_column("end", no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
     rows = job["placements"] + ([job["placement"]] if job["placement"] else [])
     for p in rows:
         o = p["offer"]
         table.add_row(
             str(p["attempt"]),
-            f"{o['provider']}/{o['zone']} {o['instance_type']} ({o['gpu_count']}x {o['gpu_model']})",
-            o["market"], _usd(o["price_usd_per_hour"]), p.get("instance_id") or "-",
-            _time(p.get("started_at")), _time(p.get("ended_at")), p.get("end_reason") or "",
+            f"{o['provider']}/{o['zone']}\n{o['instance_type']} ({o['gpu_count']}x {o['gpu_model']})",
+            o["market"], _usd(o["price_usd_per_hour"]),
+            f"{_time(p.get('started_at'))}\n{_time(p.get('ended_at'))}",
+            p.get("end_reason") or ("running" if p.get("instance_id") else ""),
             _usd(_placement_cost(p)),
         )
     return table
@@ -77,9 +83,7 @@ def _placement_cost(p: dict[str, Any]) -> float | None:
     if not p.get("started_at"):
         return 0.0
     start = datetime.fromisoformat(p["started_at"])
-    end = datetime.fromisoformat(p["ended_at"]) if p.get("ended_at") else None
-    if end is None:
-        return None
+    end = datetime.fromisoformat(p["ended_at"]) if p.get("ended_at") else datetime.now(start.tzinfo)
     hours = (end - start).total_seconds() * p.get("time_scale", 1.0) / 3600
     return hours * p["offer"]["price_usd_per_hour"]
 
