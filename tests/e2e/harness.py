@@ -24,8 +24,8 @@ class DaemonProcess:
     def __init__(self, home: Path, market: Path, env: dict[str, str] | None = None) -> None:
         self.home = home
         self.market = market
-        self.env = {**os.environ, "GA_HOME": str(home), **(env or {})}
-        self.env.pop("REDIS_URL", None)
+        self.env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        self.env.update({"GA_HOME": str(home), **(env or {})})
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
