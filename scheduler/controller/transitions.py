@@ -50,6 +50,8 @@ def end_placement(ctx: Context, job: Job, reason: PlacementEnd) -> None:
         return
     placement.ended_at = ctx.clock()
     placement.end_reason = reason
+    if reason is PlacementEnd.PREEMPTED:
+        ctx.store.offers.record_preemption(placement.offer.key)
     job.placements.append(placement)
     job.placement = None
 

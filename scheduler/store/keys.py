@@ -12,6 +12,7 @@ INSTANCES_INDEX = f"{PREFIX}:instances"       # set of instance ids we launched
 SERIES_INDEX = f"{PREFIX}:series"             # set of price series keys
 OFFER_PROVIDERS = f"{PREFIX}:offers:providers"  # set of provider names with offers
 UNAVAILABLE_OFFERS = f"{PREFIX}:unavailable"   # zset series -> expiry ms
+PREEMPTIONS = f"{PREFIX}:preemptions"          # hash series -> preemptions observed by us
 
 
 def job(job_id: str) -> str:

@@ -77,6 +77,14 @@ class OfferStore:
     def series(self) -> list[str]:
         return sorted(self._r.smembers(keys.SERIES_INDEX))
 
+    def record_preemption(self, key: OfferKey) -> int:
+        """Count one preemption this service observed on ``key``; returns the new total."""
+        return int(self._r.hincrby(keys.PREEMPTIONS, key.series(), 1))
+
+    def preemptions(self) -> dict[OfferKey, int]:
+        """Preemptions observed per offer key (input to interruption-risk estimates)."""
+        return {OfferKey.from_series(s): int(n) for s, n in self._r.hgetall(keys.PREEMPTIONS).items()}
+
     def mark_unavailable(self, key: OfferKey, ttl_s: float) -> None:
         """Skip ``key`` for ``ttl_s`` seconds (after a capacity error or a preemption)."""
         expiry = int((time.time() + ttl_s) * 1000)

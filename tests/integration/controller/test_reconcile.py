@@ -129,6 +129,7 @@ def test_agent_reports_drive_running_notice_and_migration(ctx, provider):
     # pass places it on the remaining offer.
     assert job.state is JobState.MIGRATING and job.last_checkpoint_id == "c1"
     assert job.placements[-1].end_reason == "preempted"
+    assert ctx.store.offers.preemptions() == {job.placements[-1].offer.key: 1}
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
     assert job.state is JobState.PROVISIONING and job.placement.attempt == 2
