@@ -1,0 +1,360 @@
+"""boto3 calls of the AWS adapter: clients, pagination, retries and error-code mapping.
+
+No translation happens here: every method returns (or yields) the API's own dicts. Retries are
+botocore's **adaptive** mode (token-bucket client-side rate limiting plus exponential backoff
+on throttling and 5xx), so a call that still fails after ``max_attempts`` is final for this
+pass and maps to :class:`TransientError`.
+
+Error mapping (``ClientError`` code → :mod:`providers.errors`)::
+
+    InsufficientInstanceCapacity, MaxSpotInstanceCountExceeded, SpotMaxPriceTooLow,
+    InsufficientFreeAddressesInSubnet, Unsupported, …          → CapacityError
+    VcpuLimitExceeded, InstanceLimitExceeded, …                 → QuotaError
+    AuthFailure, UnauthorizedOperation, OptInRequired, …,
+    missing credentials                                         → AuthError
+    InvalidInstanceID.NotFound / .Malformed                     → NotFoundError
+    RequestLimitExceeded, Throttling, InternalError, HTTP 5xx,
+    connection failures and timeouts                            → TransientError
+    anything else                                               → ProviderError
+
+Messages name the action, the region, the AWS error code and AWS's message, never request
+parameters (user data carries the agent's secrets) and never credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+from providers.errors import (
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    TransientError,
+)
+
+PROVIDER = "aws"
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0
+# Page sizes: the maximum each API allows, so a poll makes as few requests as possible.
+INSTANCE_TYPES_PAGE = 100
+OFFERINGS_PAGE = 1000
+SPOT_PRICES_PAGE = 1000
+INSTANCES_PAGE = 1000
+PRICING_PAGE = 100
+# Values per filter / InstanceTypes list in one request (EC2 caps filter values at 200).
+VALUES_PER_REQUEST = 100
+SPOT_PRODUCT_DESCRIPTION = "Linux/UNIX"
+
+CAPACITY_CODES = frozenset({
+    "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+    "InsufficientReservedInstanceCapacity", "InsufficientFreeAddressesInSubnet",
+    "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
+    "UnfulfillableCapacity", "InsufficientCapacityOnOutpost",
+})
+QUOTA_CODES = frozenset({
+    "VcpuLimitExceeded", "InstanceLimitExceeded", "ResourceLimitExceeded",
+    "MaxIOPSLimitExceeded", "VolumeLimitExceeded", "AddressLimitExceeded",
+})
+AUTH_CODES = frozenset({
+    "AuthFailure", "UnauthorizedOperation", "OptInRequired", "InvalidClientTokenId",
+    "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException", "AccessDenied",
+    "AccessDeniedException", "UnrecognizedClientException", "Blocked", "PendingVerification",
+})
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+TRANSIENT_CODES = frozenset({
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+    "TooManyRequestsException", "InternalError", "InternalFailure", "ServiceUnavailable",
+    "Unavailable", "InternalErrorException", "ServiceUnavailableException",
+})
+_MESSAGE_MAX = 400
+
+log = logging.getLogger(__name__)
+
+
+class _RedactUserData(logging.Filter):
+    """Drops botocore DEBUG records that would print request parameters (RunInstances'
+    ``UserData`` holds the agent's token and store credentials)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record we cannot render is not worth the risk
+            return False
+        return "UserData" not in text
+
+
+_REDACTION_INSTALLED = False
+_REDACTION_LOCK = threading.Lock()
+
+
+def install_log_redaction() -> None:
+    """Attach :class:`_RedactUserData` to the botocore loggers that print request parameters
+    (idempotent; safe to call from several threads)."""
+    global _REDACTION_INSTALLED
+    with _REDACTION_LOCK:
+        if _REDACTION_INSTALLED:
+            return
+        for name in ("botocore.endpoint", "botocore.client", "botocore.hooks",
+                     "botocore.parsers", "botocore.httpsession", "urllib3.connectionpool"):
+            logging.getLogger(name).addFilter(_RedactUserData())
+        _REDACTION_INSTALLED = True
+
+
+def map_error(exc: Exception, action: str, region: str) -> ProviderError:
+    """Translate a botocore exception into the :mod:`providers.errors` tree (see module
+    docstring). ``action`` names what was attempted (``"run_instances"``); ``region`` where."""
+    where = f"aws {action} in {region}"
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "Unknown")
+        message = str(error.get("Message") or "")[:_MESSAGE_MAX]
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        text = f"{where}: {code}: {message}".rstrip(": ")
+        for codes, cls in ((CAPACITY_CODES, CapacityError), (QUOTA_CODES, QuotaError),
+                           (AUTH_CODES, AuthError), (NOT_FOUND_CODES, NotFoundError),
+                           (TRANSIENT_CODES, TransientError)):
+            if code in codes:
+                return cls(text, provider=PROVIDER, code=code)
+        if status >= 500:
+            return TransientError(text, provider=PROVIDER, code=code)
+        return ProviderError(text, provider=PROVIDER, code=code)
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)):
+        return AuthError(f"{where}: no usable AWS credentials in boto3's standard chain "
+                         f"({type(exc).__name__})", provider=PROVIDER, code=type(exc).__name__)
+    if isinstance(exc, BotoConnectionError):
+        return TransientError(f"{where}: cannot reach the endpoint ({type(exc).__name__})",
+                              provider=PROVIDER, code=type(exc).__name__)
+    return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
+                         provider=PROVIDER, code=type(exc).__name__)
+
+
+@contextmanager
+def aws_call(action: str, region: str) -> Iterator[None]:
+    """Map any botocore failure raised inside the block with :func:`map_error`."""
+    try:
+        yield
+    except (ClientError, BotoCoreError) as exc:
+        raise map_error(exc, action, region) from None
+
+
+class RequestCounter:
+    """Counts HTTP requests sent (retries included) per ``service.Operation``. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def __call__(self, event_name: str = "", **_: Any) -> None:
+        # event_name: "before-send.ec2.DescribeSpotPriceHistory"
+        key = event_name.split(".", 1)[1] if "." in event_name else event_name
+        with self._lock:
+            self._counts[key] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+def _chunks(values: Iterable[str], size: int = VALUES_PER_REQUEST) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class AwsClient:
+    """The boto3 clients of one AWS adapter: one EC2 client per region, one Price List client.
+
+    - **regions**: EC2 regions.
+    - **pricing_region**: region of the Price List endpoint (``us-east-1`` by default).
+    - **endpoint_url** / **pricing_endpoint_url**: override the endpoints (local fakes).
+    - **profile**: shared-config profile name; credentials come from boto3's standard chain.
+    - **max_attempts**: attempts per call in botocore's adaptive retry mode.
+    - **max_pool_connections**: HTTP connections per client (the adapter fans out per region,
+      one thread per region, so a handful suffices).
+
+    Creating the clients makes no request. boto3 clients are thread-safe; this object is too.
+    ``requests`` counts every HTTP request sent (retries included), per operation.
+    """
+
+    def __init__(self, regions: Iterable[str], *, pricing_region: str = "us-east-1",
+                 endpoint_url: str | None = None, pricing_endpoint_url: str | None = None,
+                 profile: str | None = None, max_attempts: int = 8,
+                 max_pool_connections: int = 10) -> None:
+        install_log_redaction()
+        self.session = boto3.session.Session(profile_name=profile)
+        config = Config(retries={"mode": "adaptive", "max_attempts": max_attempts},
+                        connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
+                        max_pool_connections=max_pool_connections,
+                        user_agent_extra="gpu-arbiter")
+        self.requests = RequestCounter()
+        self.ec2: dict[str, Any] = {}
+        for region in regions:
+            client = self.session.client("ec2", region_name=region, endpoint_url=endpoint_url,
+                                         config=config)
+            client.meta.events.register("before-send", self.requests)
+            self.ec2[region] = client
+        self.pricing_region = pricing_region
+        self.pricing = self.session.client("pricing", region_name=pricing_region,
+                                           endpoint_url=pricing_endpoint_url, config=config)
+        self.pricing.meta.events.register("before-send", self.requests)
+
+    def credentials_source(self) -> str | None:
+        """How boto3 found credentials (``env``, ``shared-credentials-file``, ``iam-role``,
+        ``sso``, …), or None when the chain has none. Never the credentials themselves."""
+        try:
+            creds = self.session.get_credentials()
+        except BotoCoreError:
+            return None
+        return getattr(creds, "method", "unknown") if creds is not None else None
+
+    # ----- offers and prices ----------------------------------------------------------------
+    def iter_instance_types(self, region: str, patterns: list[str]) -> Iterator[dict[str, Any]]:
+        """Every ``InstanceTypeInfo`` of ``region`` (``describe_instance_types``, paginated,
+        100 per page), or only those matching ``patterns`` (``*`` wildcards) when given.
+        Raises mapped errors."""
+        kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": INSTANCE_TYPES_PAGE}}
+        if patterns:
+            kwargs["Filters"] = [{"Name": "instance-type", "Values": patterns}]
+        with aws_call("describe_instance_types", region):
+            for page in self.ec2[region].get_paginator("describe_instance_types").paginate(**kwargs):
+                yield from page.get("InstanceTypes", [])
+
+    def iter_type_offerings(self, region: str,
+                            instance_types: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """``{"InstanceType", "Location"}`` per (type, availability zone) of ``region``
+        (``describe_instance_type_offerings``, ``LocationType=availability-zone``, paginated).
+        Raises mapped errors."""
+        paginator = self.ec2[region].get_paginator("describe_instance_type_offerings")
+        with aws_call("describe_instance_type_offerings", region):
+            for batch in _chunks(instance_types):
+                for page in paginator.paginate(
+                        LocationType="availability-zone",
+                        Filters=[{"Name": "instance-type", "Values": batch}],
+                        PaginationConfig={"PageSize": OFFERINGS_PAGE}):
+                    yield from page.get("InstanceTypeOfferings", [])
+
+    def iter_spot_prices(self, region: str, instance_types: Iterable[str], start: datetime,
+                         end: datetime | None = None) -> Iterator[dict[str, Any]]:
+        """Spot price records (``describe_spot_price_history``, Linux/UNIX, paginated 1,000 per
+        page) of ``instance_types`` in ``region`` between ``start`` and ``end`` (aware UTC;
+        ``end`` None = now). As AWS documents, the answer also holds, per zone and type, the
+        last change before ``start`` (the price in effect at ``start``), so ``start=now``
+        gives the current price of every zone. Raises mapped errors."""
+        paginator = self.ec2[region].get_paginator("describe_spot_price_history")
+        with aws_call("describe_spot_price_history", region):
+            for batch in _chunks(instance_types):
+                kwargs: dict[str, Any] = {
+                    "StartTime": start, "InstanceTypes": batch,
+                    "ProductDescriptions": [SPOT_PRODUCT_DESCRIPTION],
+                    "PaginationConfig": {"PageSize": SPOT_PRICES_PAGE},
+                }
+                if end is not None:
+                    kwargs["EndTime"] = end
+                for page in paginator.paginate(**kwargs):
+                    yield from page.get("SpotPriceHistory", [])
+
+    def iter_price_list(self, region: str) -> Iterator[str]:
+        """Price List product documents (JSON strings) of on-demand Linux EC2 instances in
+        ``region``: ``get_products`` on the pricing endpoint with the filters regionCode,
+        operatingSystem=Linux, tenancy=Shared, preInstalledSw=NA, capacitystatus=Used
+        (paginated, 100 per page). Raises mapped errors."""
+        filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in (
+            ("regionCode", region), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
+            ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+        paginator = self.pricing.get_paginator("get_products")
+        with aws_call("pricing get_products", self.pricing_region):
+            for page in paginator.paginate(ServiceCode="AmazonEC2", Filters=filters,
+                                           FormatVersion="aws_v1",
+                                           PaginationConfig={"PageSize": PRICING_PAGE}):
+                yield from page.get("PriceList", [])
+
+    # ----- instances ------------------------------------------------------------------------
+    def run_instance(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``run_instances(**params)`` (exactly one instance); returns its ``Instance`` dict.
+        Raises mapped errors (``IdempotentParameterMismatch`` is a plain ProviderError)."""
+        with aws_call("run_instances", region):
+            answer = self.ec2[region].run_instances(**params)
+        return answer["Instances"][0]
+
+    def terminate_instance(self, region: str, instance_id: str) -> None:
+        """``terminate_instances`` for one id. Raises NotFoundError when ``region`` has no such
+        instance, other mapped errors otherwise."""
+        with aws_call("terminate_instances", region):
+            self.ec2[region].terminate_instances(InstanceIds=[instance_id])
+
+    def iter_instances(self, region: str,
+                       filters: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Every ``Instance`` dict of ``region`` matching ``filters`` (``describe_instances``,
+        paginated; recently terminated instances included, as AWS keeps them ~1 h).
+        Raises mapped errors."""
+        kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": INSTANCES_PAGE}}
+        if filters:
+            kwargs["Filters"] = filters
+        with aws_call("describe_instances", region):
+            for page in self.ec2[region].get_paginator("describe_instances").paginate(**kwargs):
+                for reservation in page.get("Reservations", []):
+                    yield from reservation.get("Instances", [])
+
+    def spot_requests(self, region: str, instance_ids: list[str]) -> list[dict[str, Any]]:
+        """``SpotInstanceRequest`` dicts of the given instances
+        (``describe_spot_instance_requests`` filtered on ``instance-id``). Raises mapped errors."""
+        out: list[dict[str, Any]] = []
+        with aws_call("describe_spot_instance_requests", region):
+            for batch in _chunks(instance_ids):
+                answer = self.ec2[region].describe_spot_instance_requests(
+                    Filters=[{"Name": "instance-id", "Values": batch}])
+                out.extend(answer.get("SpotInstanceRequests", []))
+        return out
+
+    # ----- checks ---------------------------------------------------------------------------
+    def probe(self, region: str, operation: str) -> None:
+        """One cheap read to test credentials and one permission in ``region``:
+        ``describe_instance_types`` / ``describe_spot_price_history`` / ``describe_instances``
+        (5 results at most) or ``get_products`` (1 result). Raises mapped errors."""
+        client = self.ec2[region] if operation != "get_products" else self.pricing
+        kwargs: dict[str, Any] = {"MaxResults": 5}
+        if operation == "describe_spot_price_history":
+            kwargs["ProductDescriptions"] = [SPOT_PRODUCT_DESCRIPTION]
+        if operation == "get_products":
+            kwargs = {"ServiceCode": "AmazonEC2", "MaxResults": 1, "FormatVersion": "aws_v1",
+                      "Filters": [{"Type": "TERM_MATCH", "Field": "regionCode", "Value": region}]}
+        with aws_call(operation, region):
+            getattr(client, operation)(**kwargs)
+
+    def close(self) -> None:
+        for client in [*self.ec2.values(), self.pricing]:
+            client.close()
