@@ -5,7 +5,7 @@
     providers:
       - kind: replay                 # a replayed market (the embedded default)
         market: examples/market.yaml # relative paths are relative to the config file
-      - kind: aws                    # (each kind documents its own fields)
+      - kind: aws                    # (each kind documents its own fields: AwsConfig)
         regions: [us-east-1]
 
 With no config file the daemon runs the replayed example market. Each kind registers a factory
@@ -17,6 +17,7 @@ entry, the field and the problem.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from providers.aws.settings import AwsSettings
 from providers.base import Provider
 from scheduler.config import examples_dir
 from scheduler.models import StrictModel, format_validation_error
@@ -53,7 +55,53 @@ def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Pr
     return ReplayProvider(market.resolve(), home / ("replay" if index == 0 else f"replay-{index}"))
 
 
-FACTORIES: dict[str, Factory] = {"replay": _replay}
+class AwsConfig(AwsSettings):
+    """``kind: aws``: EC2 spot and on-demand GPU offers (``providers/aws``); every other field
+    is documented on :class:`providers.aws.settings.AwsSettings`. Credentials come from
+    boto3's standard chain, never from this file. The Spot Advisor download is cached under
+    ``GA_HOME/aws``. Example::
+
+        - kind: aws
+          regions: [us-east-1, us-west-2]
+          instance_types: ["g5.*", "p3.*"]
+          launch:
+            ami: resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id
+            subnets: {us-east-1a: subnet-0abc, us-west-2b: subnet-0def}
+            security_group_ids: [sg-0123]
+    """
+
+    kind: str
+
+
+# Unknown fields that look like credentials are refused without echoing their value.
+_SECRET_FIELD_RE = re.compile(r"secret|password|token|access_key|session_key", re.IGNORECASE)
+
+
+def _secret_like_fields(entry: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of keys, at any depth, named like credentials (no AwsConfig field is)."""
+    found = []
+    for key, value in entry.items():
+        path = f"{prefix}{key}"
+        if isinstance(key, str) and _SECRET_FIELD_RE.search(key):
+            found.append(path)
+        if isinstance(value, dict):
+            found += _secret_like_fields(value, f"{path}.")
+    return found
+
+
+def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
+    from providers.aws import AwsProvider
+
+    secrets = _secret_like_fields(entry)
+    if secrets:
+        raise ProviderConfigError(
+            f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
+            "(value not shown); use boto3's standard chain: AWS_ACCESS_KEY_ID/"
+            "AWS_SECRET_ACCESS_KEY, ~/.aws/credentials with 'profile', SSO or an instance role")
+    return AwsProvider(AwsConfig.model_validate(entry), home / "aws")
+
+
+FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws}
 
 
 def default_entries() -> list[dict[str, Any]]:
