@@ -1,0 +1,166 @@
+"""Published policies the v2 engine is measured against, over the same data as
+:func:`policies.engine.decide` (``(jobs, market) -> Decision``), so the simulator runs them all
+the same way. Re-implemented from their descriptions:
+
+- **on-demand**: the cheapest on-demand offer, from start to finish.
+- **greedy** (Wu et al., "Can't Be Late", NSDI '24, §3): spot whenever available; otherwise wait
+  until the deadline forces on-demand, then stay on it.
+- **uniform progress** (same paper, §4): keep progress on the line ``C·t/D``: (1) idle and behind
+  the line → on-demand; (2) spot whenever available, and stay on it until reclaimed;
+  (3) on on-demand, stay until progress reaches the line at ``t + 2d``; (4) safety net: idle
+  with less than ``C(t) + 2d`` left → on-demand until the end. ``2d`` is widened to ``d + g``
+  when the decision interval ``g`` exceeds ``d``.
+- **SkyPilot managed jobs** (``sky/jobs/recovery_strategy.py`` behaviour): no deadline; after a
+  reclaim FAILOVER relaunches in the same zone/region first, EAGER_NEXT_REGION tries other
+  regions first; it retries until capacity appears and never leaves a healthy instance.
+  ``od_fallback`` models ``any_of: [spot, on-demand]`` resources (on-demand only when no spot
+  can be launched).
+
+In multi-zone markets the single-zone policies stay on their spot zone while it lasts and
+otherwise take the cheapest available spot offer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policies.deadline import EPS_H, has_deadline
+from policies.views import NO_OFFER, NO_ZONE, Decision, JobView, MarketView, Reason
+
+
+def _cheapest(market: MarketView, mask: np.ndarray) -> np.ndarray:
+    """Row-wise cheapest offer under ``mask`` (first in table order on ties), :data:`NO_OFFER`."""
+    n = mask.shape[0]
+    if mask.shape[1] == 0:
+        return np.full(n, NO_OFFER)
+    price = np.where(mask, np.broadcast_to(market.price_usd_per_hour, mask.shape), np.inf)
+    idx = price.argmin(axis=1)
+    return np.where(np.isfinite(price.min(axis=1)), idx, NO_OFFER)
+
+
+def _masks(jobs: JobView, market: MarketView):
+    n, m = len(jobs), len(market.offers)
+    avail = np.broadcast_to(market.available, (n, m))
+    is_spot = market.offers.is_spot[None, :]
+    running = jobs.current != NO_OFFER
+    cur = np.maximum(jobs.current, 0)
+    on_spot = running & (market.offers.is_spot[cur] if m else False)
+    return avail & is_spot, avail & ~is_spot, running, on_spot, running & ~on_spot
+
+
+def _spot_choice(jobs: JobView, market: MarketView, spot: np.ndarray, on_spot: np.ndarray):
+    """Stay on the current spot offer while it is available, else the cheapest spot."""
+    n = len(jobs)
+    still = on_spot & spot[np.arange(n), np.maximum(jobs.current, 0)]
+    return np.where(still, jobs.current, _cheapest(market, spot)), still
+
+
+def on_demand(jobs: JobView, market: MarketView) -> Decision:
+    """All on-demand: keep the running on-demand instance, else the cheapest on-demand offer."""
+    _, od, _, _, on_od = _masks(jobs, market)
+    offer = np.where(on_od, jobs.current, _cheapest(market, od))
+    reason = np.where(on_od, Reason.CONTINUE, Reason.ON_DEMAND_NEEDED)
+    return Decision(offer, np.where(offer == NO_OFFER, Reason.NOTHING_AVAILABLE, reason))
+
+
+def _slack_h(jobs: JobView) -> np.ndarray:
+    return jobs.time_to_deadline_h - jobs.remaining_compute_h
+
+
+def greedy(jobs: JobView, market: MarketView) -> Decision:
+    """Greedy: spot whenever available and safe; wait while waiting one more interval still
+    leaves time for on-demand (``r - g >= c + d``); on-demand otherwise."""
+    spot, od, _, on_spot, on_od = _masks(jobs, market)
+    g, d = jobs.decision_interval_h, jobs.restart_overhead_h
+    slack = np.where(has_deadline(jobs), _slack_h(jobs), np.inf)
+    spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
+    # A spot interval is safe when, reclaimed at its end, on-demand still fits (progress on a
+    # new instance is max(0, g - d), on the current one max(0, g - o)).
+    owed = np.where(still, jobs.overhead_left_h, d)
+    spot_ok = slack - g + np.maximum(0.0, g - owed) >= d - EPS_H
+    wait_ok = slack - g >= d - EPS_H
+    od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
+    use_spot = (spot_pick != NO_OFFER) & spot_ok & ~(on_od & ~wait_ok)
+    offer = np.where(use_spot, spot_pick, np.where(wait_ok, NO_OFFER, od_pick))
+    reason = np.where(use_spot, Reason.SPOT,
+                      np.where(wait_ok, Reason.WAIT_FOR_SPOT, Reason.SAFETY_NET))
+    return Decision(offer, reason)
+
+
+def uniform_progress(jobs: JobView, market: MarketView) -> Decision:
+    """Uniform Progress (rules 1-4 in the module docstring)."""
+    spot, od, running, on_spot, on_od = _masks(jobs, market)
+    c_total, c = jobs.compute_h, jobs.remaining_compute_h
+    t, r = jobs.elapsed_h, jobs.time_to_deadline_h
+    d, g = jobs.restart_overhead_h, jobs.decision_interval_h
+    margin = np.maximum(2 * d, d + g)
+    total = t + r
+    done = c_total - c
+
+    def ep(at_h):
+        return c_total * at_h / total
+
+    spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
+    od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
+    net = has_deadline(jobs) & (r < c + margin - EPS_H)
+    leave_od = on_od & ~net & (done >= ep(t + 2 * d) - EPS_H)
+    idle_like = ~running | (on_spot & ~still) | leave_od
+    behind = done < ep(t) - EPS_H
+    offer = np.full(len(jobs), NO_OFFER)
+    reason = np.full(len(jobs), int(Reason.WAIT_FOR_SPOT))
+    rules = [
+        (on_spot & still, jobs.current, Reason.CONTINUE),
+        (on_od & ~leave_od, jobs.current, Reason.ON_DEMAND_NEEDED),
+        (idle_like & net, od_pick, Reason.SAFETY_NET),
+        (idle_like & (spot_pick != NO_OFFER), spot_pick, Reason.SPOT),
+        (idle_like & behind, od_pick, Reason.ON_DEMAND_NEEDED),
+    ]
+    decided = np.zeros(len(jobs), bool)
+    for mask, pick, why in rules:
+        take = mask & ~decided
+        offer[take], reason[take] = pick[take], why
+        decided |= take
+    return Decision(offer, reason)
+
+
+def skypilot(jobs: JobView, market: MarketView, strategy: str = "failover",
+             od_fallback: bool = False) -> Decision:
+    """SkyPilot managed-job recovery (see the module docstring).
+
+    Args:
+        strategy: ``"failover"`` or ``"eager"`` (EAGER_NEXT_REGION).
+        od_fallback: also consider on-demand offers (``any_of`` spot / on-demand).
+
+    Raises:
+        ValueError: unknown ``strategy``.
+    """
+    if strategy not in ("failover", "eager"):
+        raise ValueError(f"strategy must be 'failover' or 'eager', got {strategy!r}")
+    spot, od, running, _, _ = _masks(jobs, market)
+    pool = spot | od if od_fallback else spot
+    offers = market.offers
+    lost = jobs.last_preempted_zone
+    lost_region = np.where(lost != NO_ZONE, _zone_region(offers)[np.maximum(lost, 0)], -1)
+    same_zone = offers.zone[None, :] == lost[:, None]
+    same_region = offers.region[None, :] == lost_region[:, None]
+    if strategy == "failover":
+        tiers = [same_zone, same_region, np.ones_like(same_zone)]
+    else:
+        tiers = [~same_region, same_region & ~same_zone, np.ones_like(same_zone)]
+    pick = np.full(len(jobs), NO_OFFER)
+    for tier in tiers:
+        spot_first = _cheapest(market, pool & tier & offers.is_spot[None, :])
+        any_first = _cheapest(market, pool & tier)
+        choice = np.where(spot_first != NO_OFFER, spot_first, any_first)
+        pick = np.where(pick == NO_OFFER, choice, pick)
+    offer = np.where(running, jobs.current, pick)
+    reason = np.where(running, Reason.CONTINUE,
+                      np.where(pick == NO_OFFER, Reason.WAIT_FOR_SPOT, Reason.SPOT))
+    return Decision(offer, reason)
+
+
+def _zone_region(offers) -> np.ndarray:
+    """Region index of each zone index."""
+    out = np.zeros(len(offers.zone_names), int)
+    out[offers.zone] = offers.region
+    return out

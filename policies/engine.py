@@ -1,0 +1,320 @@
+"""Policy engine v2: where each job should run during the next decision interval.
+
+Two entry points, over the same plain data (:mod:`policies.views`), for the two moments the
+controller decides:
+
+- :func:`decide_placement` for jobs that run nothing (pending, or just reclaimed/migrating);
+- :func:`should_migrate` for jobs running on an instance.
+
+:func:`decide` answers both at once (the simulator calls it every tick). The rules, in order:
+
+1. **Budget**: at 100 % of the job's or the user's limit, checkpoint and stop.
+2. **Safety net** (deadline jobs): only choices that keep the on-demand fallback in time
+   (:mod:`policies.deadline`); a deadline no longer feasible runs on-demand to finish earliest.
+3. **Spot while it pays**: the offer with the lowest risk-aware expected cost to finish
+   (:mod:`policies.risk`), never spot in the zone just reclaimed while it cools down and with
+   correlated zones' hazard raised (:mod:`policies.zones`).
+4. **Deadline**: with no spot to use, wait while the expected spot supply covers the compute
+   left, run on-demand when it does not (:func:`policies.deadline.on_demand_needed`).
+5. **Migration**: move a running job when the expected saving over its remaining runtime exceeds
+   the move's cost (overhead billed, lost progress) by ``migration_margin``; hysteresis: no
+   price move within ``min_dwell_h`` of a start, never back to the offer just left within
+   ``pingpong_cooldown_h``.
+
+Ties break on the static offer rank: on-demand before spot, lower interruption risk, series key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies import budget, deadline, risk, zones
+from policies.availability import residual_up_h
+from policies.views import NO_OFFER, Decision, JobView, MarketView, MigrationDecision, Reason
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Tunable knobs of the v2 policy (defaults chosen on traces held out of the benchmark).
+
+    - **reserve_factor**: scales the end-game slack reserve (:func:`deadline.reserve_h`).
+    - **on_demand_band_h**: an on-demand job is let go only when this many hours ahead.
+    - **migration_margin**: a move needs saving > (1 + margin) × move cost.
+    - **min_dwell_h**: no price-driven move sooner than this after an instance started.
+    - **pingpong_cooldown_h**: never move back to the offer just left within this.
+    - **same_zone_cooldown_h**: after a reclaim, no spot in that zone for this long while
+      another zone has spot; **same_zone_strict**: not even without an alternative.
+    - **correlation_window_h**: how long correlated zones' hazard stays raised after a reclaim.
+    - **stop_on_demand**: let an on-demand job stop and wait when it is ahead of schedule.
+    - **spot_carry_factor**: share of a spot offer's expected remaining uptime a move counts on.
+    """
+
+    reserve_factor: float = 1.0
+    on_demand_band_h: float = 0.5
+    migration_margin: float = 0.25
+    min_dwell_h: float = 1.0
+    pingpong_cooldown_h: float = 6.0
+    same_zone_cooldown_h: float = 1.0
+    same_zone_strict: bool = False
+    correlation_window_h: float = 6.0
+    stop_on_demand: bool = True
+    spot_carry_factor: float = 0.5
+
+
+DEFAULT_CONFIG = PolicyConfig()
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Per-call precomputation shared by placement and migration (all ``(n, m)`` or ``(n,)``)."""
+
+    jobs: JobView
+    market: MarketView
+    cfg: PolicyConfig
+    cand: np.ndarray        # may be launched now (available, zone not cooling)
+    price: np.ndarray
+    eff: np.ndarray         # risk-aware USD per useful hour
+    finish: np.ndarray      # expected USD to finish there
+    resid_up: np.ndarray    # expected remaining uptime (inf on-demand)
+    rank: np.ndarray        # (m,) static tie-break rank
+    on_spot: np.ndarray     # (n,) running on a spot instance
+    on_od: np.ndarray       # (n,) running on an on-demand instance
+
+
+def _rank(market: MarketView) -> np.ndarray:
+    offers = market.offers
+    order = np.lexsort((np.array(offers.keys, dtype=object).astype(str),
+                        offers.interruption_risk, offers.is_spot))
+    rank = np.empty(len(offers), int)
+    rank[order] = np.arange(len(offers))
+    return rank
+
+
+def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
+    n, m = len(jobs), len(market.offers)
+    offers = market.offers
+    avail = np.broadcast_to(market.available, (n, m))
+    cool = zones.cooling_zone_mask(jobs, offers, avail, cfg.same_zone_cooldown_h,
+                                   cfg.same_zone_strict)
+    cand = avail & ~cool
+    lam = risk.hazard_per_h(market.offer_stats, offers.is_spot)
+    lam = lam * zones.correlated_hazard_factor(jobs, offers, market.zone_correlation,
+                                               cfg.correlation_window_h)
+    price = np.broadcast_to(market.price_usd_per_hour, (n, m))
+    eff = price * risk.inflation(lam, risk.loss_per_reclaim_h(jobs))
+    remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
+                         jobs.remaining_compute_h)
+    is_current = np.arange(m)[None, :] == jobs.current[:, None]
+    launch_h = np.where(is_current, jobs.overhead_left_h[:, None],
+                        (jobs.restart_overhead_h + jobs.move_extra_h)[:, None])
+    finish = np.where(remaining[:, None] > 0, eff * remaining[:, None], 0.0) + price * launch_h
+    resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
+                            (n, m))
+    running = jobs.current != NO_OFFER
+    cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
+    return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, _rank(market),
+                running & cur_spot, running & ~cur_spot)
+
+
+def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise argmin of ``values`` over ``mask`` with near-ties broken by ``rank``.
+    Returns ``(index, value)``, :data:`NO_OFFER`/``inf`` where a row has no candidate."""
+    n = values.shape[0]
+    if values.shape[1] == 0:
+        return np.full(n, NO_OFFER), np.full(n, np.inf)
+    v = np.where(mask, values, np.inf)
+    best = v.min(axis=1)
+    tol = 1e-9 * np.maximum(np.abs(np.where(np.isfinite(best), best, 0.0)), 1.0)
+    near = mask & (v <= (best + tol)[:, None])
+    idx = np.where(near, rank[None, :], np.iinfo(np.int64).max).argmin(axis=1)
+    ok = np.isfinite(best)
+    return np.where(ok, idx, NO_OFFER), best
+
+
+def _choose(offer: np.ndarray, reason: np.ndarray, mask: np.ndarray, new_offer: np.ndarray,
+            new_reason: Reason) -> None:
+    """In place: where ``mask`` (and not yet decided, reason < 0), set offer and reason."""
+    take = mask & (reason < 0)
+    offer[take] = new_offer[take]
+    reason[take] = new_reason
+
+
+def _spot_at(idx: np.ndarray, is_spot: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: the chosen offer index is a spot offer (False for :data:`NO_OFFER`)."""
+    if len(is_spot) == 0:
+        return np.zeros(len(idx), bool)
+    return (idx != NO_OFFER) & is_spot[np.maximum(idx, 0)]
+
+
+def _place(ctx: _Ctx) -> Decision:
+    jobs, market, cfg = ctx.jobs, ctx.market, ctx.cfg
+    n, is_spot = len(jobs), market.offers.is_spot
+    offer, reason = np.full(n, NO_OFFER), np.full(n, -1)
+    none = np.full(n, NO_OFFER)
+    _choose(offer, reason, budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
+                                            jobs.user_budget_usd), none, Reason.BUDGET_STOP)
+    timed = deadline.has_deadline(jobs)
+    d = np.broadcast_to(jobs.restart_overhead_h[:, None], ctx.cand.shape)
+    spot_cand = ctx.cand & is_spot[None, :]
+    launchable = deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None]
+    best_spot, cost_spot = _pick(ctx.finish, spot_cand & launchable, ctx.rank)
+    any_spot, _ = _pick(ctx.finish, spot_cand, ctx.rank)
+    best_od, cost_od = _pick(ctx.finish, ctx.cand & ~is_spot[None, :], ctx.rank)
+    best_any, _ = _pick(ctx.finish, ctx.cand, ctx.rank)
+    has_od, has_spot = best_od != NO_OFFER, best_spot != NO_OFFER
+    # No deadline (or unknown duration): the lowest expected cost available now, never wait.
+    untimed = ~timed & (best_any != NO_OFFER)
+    _choose(offer, reason, untimed & _spot_at(best_any, is_spot), best_any, Reason.SPOT)
+    _choose(offer, reason, untimed, best_any, Reason.ON_DEMAND_CHEAPER)
+    infeasible = timed & ~deadline.feasible(jobs, np.zeros(n, bool))
+    _choose(offer, reason, infeasible & has_od, best_od, Reason.DEADLINE_INFEASIBLE)
+    _choose(offer, reason, timed & has_spot & (cost_spot <= cost_od), best_spot, Reason.SPOT)
+    _choose(offer, reason, timed & has_od & ~deadline.wait_safe(jobs), best_od, Reason.SAFETY_NET)
+    _choose(offer, reason, timed & has_od & has_spot, best_od, Reason.ON_DEMAND_CHEAPER)
+    needed = deadline.on_demand_needed(jobs, market, np.zeros(n, bool), cfg.reserve_factor,
+                                       cfg.on_demand_band_h)
+    _choose(offer, reason, timed & has_od & needed, best_od, Reason.ON_DEMAND_NEEDED)
+    # Without an on-demand fallback the safety net does not exist: any spot beats waiting.
+    no_od_spot = timed & ~has_od & (any_spot != NO_OFFER)
+    _choose(offer, reason, no_od_spot & infeasible, any_spot, Reason.DEADLINE_INFEASIBLE)
+    _choose(offer, reason, no_od_spot, any_spot, Reason.SPOT)
+    _choose(offer, reason, timed & has_od, none, Reason.WAIT_FOR_SPOT)
+    _choose(offer, reason, np.ones(n, bool), none, Reason.NOTHING_AVAILABLE)
+    return Decision(offer, reason)
+
+
+def decide_placement(jobs: JobView, market: MarketView,
+                     cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
+    """Choose an offer (or to wait) for each job that runs nothing now.
+
+    Args:
+        jobs: ``n`` jobs; ``current`` is ignored (taken as :data:`NO_OFFER`).
+        market: the market now, ``m`` offers; ``available`` must already exclude offers the
+            job's constraints refuse (:func:`policies.constraints.filter_offers`).
+        cfg: policy knobs.
+
+    Returns:
+        A :class:`Decision`: per job an offer index into ``market.offers`` or :data:`NO_OFFER`
+        (wait / nothing fits / budget stop), with the :class:`Reason`. Jobs without a deadline
+        (or an unknown duration) never wait: they take the lowest expected cost available.
+        Pure, deterministic; ``O(n·m)`` numpy work.
+    """
+    idle = JobView(**{**jobs.__dict__, "current": np.full(len(jobs), NO_OFFER),
+                      "overhead_left_h": np.zeros(len(jobs))})
+    return _place(_context(idle, market, cfg))
+
+
+def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """``(saving, move_cost)`` in USD for moving each job to each offer, ``(n, m)``.
+
+    Saving: (current − target effective price) × the hours the target is expected to carry the
+    job: its remaining compute, capped for a spot target by ``spot_carry_factor`` × its expected
+    remaining uptime (runs are heavy-tailed: the mean overstates the typical run). Move cost:
+    the target's restart overhead and checkpoint transfer billed at its price, the progress not
+    yet checkpointed valued at the current effective price, and for a spot target the expected
+    relaunch back onto the current kind of offer when it is reclaimed before the job is done.
+    """
+    jobs, cfg = ctx.jobs, ctx.cfg
+    is_spot = ctx.market.offers.is_spot[None, :]
+    eff_cur = risk.current_column(ctx.eff, jobs)
+    price_cur = risk.current_column(ctx.price, jobs)
+    remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
+                         jobs.remaining_compute_h)[:, None]
+    carry_h = np.where(is_spot, np.minimum(remaining, cfg.spot_carry_factor * ctx.resid_up),
+                       remaining)
+    saving = (eff_cur[:, None] - ctx.eff) * carry_h
+    overhead = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
+    lost = np.nan_to_num(price_cur * jobs.checkpoint_age_h)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_back = np.where(is_spot, np.minimum(1.0, remaining / ctx.resid_up), 0.0)
+    back = np.nan_to_num(p_back * price_cur[:, None] * jobs.restart_overhead_h[:, None])
+    return np.nan_to_num(saving, nan=-np.inf), ctx.price * overhead + lost + back
+
+
+def _move_allowed(ctx: _Ctx) -> np.ndarray:
+    """``(n, m)`` bool: targets a running job may move to now (hysteresis and safety)."""
+    jobs, cfg = ctx.jobs, ctx.cfg
+    n, m = ctx.cand.shape
+    is_spot = ctx.market.offers.is_spot[None, :]
+    col = np.arange(m)[None, :]
+    d = np.broadcast_to(jobs.restart_overhead_h[:, None], (n, m))
+    safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
+    back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
+    dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
+    return ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
+
+
+def _migrate(ctx: _Ctx) -> MigrationDecision:
+    jobs, market, cfg = ctx.jobs, ctx.market, ctx.cfg
+    n, is_spot = len(jobs), market.offers.is_spot
+    running = jobs.current != NO_OFFER
+    target, reason = jobs.current.copy(), np.full(n, -1)
+    _choose(target, reason, running & budget.must_stop(
+        jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd, jobs.user_budget_usd),
+        np.full(n, NO_OFFER), Reason.BUDGET_STOP)
+    timed = deadline.has_deadline(jobs)
+    infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od)
+    _choose(target, reason, infeasible, jobs.current, Reason.DEADLINE_INFEASIBLE)
+    best_od, _ = _pick(ctx.finish, ctx.cand & ~is_spot[None, :], ctx.rank)
+    unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h)
+    _choose(target, reason, unsafe & (best_od != NO_OFFER), best_od, Reason.SAFETY_NET)
+    saving, move_cost = _move_matrices(ctx)
+    net = saving - (1.0 + cfg.migration_margin) * move_cost
+    best, _ = _pick(-net, _move_allowed(ctx) & (net > 0), ctx.rank)
+    moving = running & (best != NO_OFFER)
+    _choose(target, reason, moving & ctx.on_od & _spot_at(best, is_spot), best,
+            Reason.MIGRATE_TO_SPOT)
+    _choose(target, reason, moving, best, Reason.MIGRATE_PRICE)
+    if cfg.stop_on_demand:
+        needed = deadline.on_demand_needed(jobs, market, ctx.on_od, cfg.reserve_factor,
+                                           cfg.on_demand_band_h)
+        ahead = timed & ctx.on_od & ~needed & ~market.pool_available & deadline.wait_safe(jobs)
+        _choose(target, reason, ahead, np.full(n, NO_OFFER), Reason.STOP_ON_DEMAND)
+    _choose(target, reason, running, jobs.current, Reason.CONTINUE)
+    _choose(target, reason, ~running, jobs.current, Reason.NOTHING_AVAILABLE)
+    rows, cols = np.arange(n), np.maximum(target, 0)
+    moved = running & (target != jobs.current) & (target != NO_OFFER)
+    return MigrationDecision(
+        move=running & (target != jobs.current), target=target, reason=reason,
+        saving_usd=np.where(moved, saving[rows, cols] if saving.size else 0.0, 0.0),
+        move_cost_usd=np.where(moved, move_cost[rows, cols] if move_cost.size else 0.0, 0.0),
+    )
+
+
+def should_migrate(jobs: JobView, market: MarketView,
+                   cfg: PolicyConfig = DEFAULT_CONFIG) -> MigrationDecision:
+    """Decide, for each running job, whether to stay, move (and where) or stop.
+
+    Args:
+        jobs: ``n`` jobs; ``current`` is the offer each runs on (:data:`NO_OFFER` rows are
+            left alone with reason ``NOTHING_AVAILABLE``), ``since_start_h`` and ``previous``
+            feed the hysteresis.
+        market: the market now (see :func:`decide_placement`).
+        cfg: policy knobs.
+
+    Returns:
+        A :class:`MigrationDecision`. A move happens when the deadline's safety net requires
+        on-demand, or when the expected saving over the remaining runtime exceeds
+        ``(1 + migration_margin)`` × the move cost; an on-demand job ahead of schedule with no
+        spot around stops (``target`` :data:`NO_OFFER`); at 100 % budget the job stops.
+        Pure, deterministic; ``O(n·m)``.
+    """
+    return _migrate(_context(jobs, market, cfg))
+
+
+def decide(jobs: JobView, market: MarketView, cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
+    """One decision interval for every job: :func:`should_migrate` for jobs that run something,
+    :func:`decide_placement` for the others. Returns a :class:`Decision` whose ``offer`` equal to
+    ``current`` means "keep it" and :data:`NO_OFFER` means "run nothing" (wait or stop)."""
+    ctx = _context(jobs, market, cfg)
+    running = jobs.current != NO_OFFER
+    if not running.any():
+        return _place(ctx)
+    moved = _migrate(ctx)
+    if running.all():
+        return Decision(moved.target, moved.reason)
+    placed = _place(ctx)
+    return Decision(np.where(running, moved.target, placed.offer),
+                    np.where(running, moved.reason, placed.reason))

@@ -1,0 +1,94 @@
+"""Risk-aware effective cost: what an hour of useful progress costs on an offer.
+
+A spot offer that is reclaimed every ``1/λ`` hours loses, at each reclaim, the restart overhead
+(launch, setup, restore) and the progress made since the last checkpoint. Over a run of ``W``
+useful hours the instance must therefore be billed ``T = W / (1 - λ·loss)`` hours (each billed
+hour suffers ``λ`` reclaims, each costing ``loss`` hours), so the effective price is
+``price / (1 - λ·loss)``; a new instance also pays one restart overhead up front. On-demand
+offers have ``λ = 0``. When ``λ·loss >= 1`` the offer cannot make progress (infinite cost).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policies.availability import residual_up_h
+from policies.views import NO_OFFER, AvailabilityStats, JobView, MarketView
+
+# λ·loss is clipped below 1 by this much: an offer that loses 99 % of its time is useless anyway.
+_MAX_LOSS_SHARE = 0.99
+DEFAULT_RUNTIME_H = 1.0
+"""Runtime used to amortise the launch overhead when a job's duration is unknown."""
+
+
+def hazard_per_h(stats: AvailabilityStats, is_spot: np.ndarray) -> np.ndarray:
+    """Expected reclaims per hour: ``1 / expected remaining uptime`` for spot, 0 on-demand.
+
+    Args:
+        stats: per-offer availability stats, ``(n, m)`` or ``(m,)``.
+        is_spot: ``(m,)`` bool.
+
+    Returns:
+        Reclaims per hour, the broadcast shape of the inputs.
+    """
+    with np.errstate(divide="ignore"):
+        lam = 1.0 / residual_up_h(stats)
+    return np.where(is_spot, lam, 0.0)
+
+
+def loss_per_reclaim_h(jobs: JobView) -> np.ndarray:
+    """Hours lost at a reclaim: restart overhead + expected rework (half a checkpoint interval).
+    Shape ``(n, 1)`` so it broadcasts over offers."""
+    loss = jobs.restart_overhead_h + 0.5 * jobs.checkpoint_interval_h
+    return loss[:, None]
+
+
+def inflation(hazard: np.ndarray, loss_h: np.ndarray) -> np.ndarray:
+    """Expected billed hours per useful hour, ``1 / (1 - λ·loss)`` (``inf`` if ``λ·loss >= 0.99``).
+
+    Args: ``hazard`` reclaims/hour and ``loss_h`` hours per reclaim, broadcastable arrays.
+    """
+    share = hazard * loss_h
+    with np.errstate(divide="ignore"):
+        out = 1.0 / (1.0 - np.minimum(share, _MAX_LOSS_SHARE))
+    return np.where(share >= _MAX_LOSS_SHARE, np.inf, out)
+
+
+def effective_price(jobs: JobView, market: MarketView) -> np.ndarray:
+    """Risk-aware USD per hour of useful progress for every (job, offer), shape ``(n, m)``.
+
+    ``price × inflation(λ, loss)``; for the job's *current* offer the hazard is the same but the
+    expected rework also counts the progress not yet checkpointed.
+    """
+    n = len(jobs)
+    offers = market.offers
+    lam = hazard_per_h(market.offer_stats, offers.is_spot)
+    lam = np.broadcast_to(lam, (n, len(offers)))
+    price = np.broadcast_to(market.price_usd_per_hour, (n, len(offers)))
+    return price * inflation(lam, loss_per_reclaim_h(jobs))
+
+
+def expected_cost_to_finish(jobs: JobView, market: MarketView) -> np.ndarray:
+    """Expected USD to finish each job on each offer, ``(n, m)``: effective price × remaining
+    compute, plus one restart overhead (and the move's transfer time) billed at the offer's price
+    for offers the job is not running on. Unknown remaining compute uses
+    :data:`DEFAULT_RUNTIME_H`.
+    """
+    n, m = len(jobs), len(market.offers)
+    remaining = np.where(np.isnan(jobs.remaining_compute_h), DEFAULT_RUNTIME_H,
+                         jobs.remaining_compute_h)
+    price = np.broadcast_to(market.price_usd_per_hour, (n, m))
+    eff = effective_price(jobs, market)
+    is_current = np.arange(m)[None, :] == jobs.current[:, None]
+    launch_h = np.where(is_current, jobs.overhead_left_h[:, None],
+                        (jobs.restart_overhead_h + jobs.move_extra_h)[:, None])
+    return eff * remaining[:, None] + price * launch_h
+
+
+def current_column(values: np.ndarray, jobs: JobView, fill: float = np.nan) -> np.ndarray:
+    """``values[i, current[i]]`` for each job (``fill`` where the job runs nothing), ``(n,)``."""
+    n = len(jobs)
+    values = np.broadcast_to(values, (n, values.shape[-1]))
+    idx = np.maximum(jobs.current, 0)
+    picked = values[np.arange(n), idx]
+    return np.where(jobs.current == NO_OFFER, fill, picked)
