@@ -355,9 +355,11 @@ class AwsProvider:
                     on_demand.fetched_at)
         return observations
 
-    def _region_instances(self, region: str, filters: list[dict[str, Any]]) -> list[Instance]:
+    def _region_instances(self, region: str, filters: list[dict[str, Any]],
+                          with_notices: bool = True) -> list[Instance]:
         raws = list(self.client.iter_instances(region, filters))
-        spot_running = [r["InstanceId"] for r in raws if r.get("InstanceLifecycle") == "spot"
+        spot_running = [r["InstanceId"] for r in raws if with_notices
+                        and r.get("InstanceLifecycle") == "spot"
                         and (r.get("State") or {}).get("Name") == "running"]
         notices = {}
         if spot_running:
@@ -410,7 +412,7 @@ class AwsProvider:
 
     def _find_by_token(self, region: str, client_token: str) -> Instance | None:
         filters = [{"Name": "client-token", "Values": [client_token]}]
-        for inst in self._region_instances(region, filters):
+        for inst in self._region_instances(region, filters, with_notices=False):
             if inst.client_token == client_token:
                 return inst
         return None

@@ -160,7 +160,7 @@ def test_a_failing_region_keeps_its_last_offers_and_history_is_asked_again(
     provider = make_provider(fake, ["us-east-1", "eu-west-1"], clock=lambda: clock["now"],
                              max_attempts=1)  # no backoff: fail at once
     good = provider.list_offers()
-    fake.fail("DescribeSpotPriceHistory", "RequestLimitExceeded", 503, times=50,
+    fake.fail("DescribeSpotPriceHistory", "InternalError", 500, times=50,
               region="eu-west-1")
     again = provider.list_offers()
     assert {o.key for o in again} == {o.key for o in good}  # eu-west-1 from the last poll
