@@ -8,6 +8,7 @@ agents launched before a restart keep reaching it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -34,7 +35,8 @@ from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
 from scheduler.timing import (
-    OFFER_POLL_S, ORPHAN_SWEEP_S, RECONCILE_INTERVAL_S, REPLAY_OFFER_POLL_S,
+    EMBEDDED_REDIS_CHECK_S, OFFER_POLL_S, ORPHAN_SWEEP_S, RECONCILE_INTERVAL_S,
+    REPLAY_OFFER_POLL_S,
 )
 
 log = logging.getLogger(__name__)
@@ -87,13 +89,37 @@ def read_daemon_info(home: Path) -> dict | None:
         return None
 
 
+class DaemonAlreadyRunning(RuntimeError):
+    """Another daemon holds this GA_HOME."""
+
+
+def _lock_home(home: Path):
+    """Hold ``GA_HOME/daemon.lock`` for the process lifetime: two daemons on one home would
+    share (and stop) one embedded Redis and fight over daemon.json."""
+    handle = open(home / "daemon.lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        info = read_daemon_info(home) or {}
+        handle.close()
+        raise DaemonAlreadyRunning(
+            f"another daemon (pid {info.get('pid', '?')}) is running with GA_HOME={home}; "
+            "stop it first or use another --home") from None
+    return handle
+
+
 class Daemon:
-    """Wires everything; :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`."""
+    """Wires everything; :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`.
+
+    Raises ``DaemonAlreadyRunning`` when another daemon holds the home,
+    ``ProviderConfigError`` for a bad provider config.
+    """
 
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         home = settings.home
         home.mkdir(parents=True, exist_ok=True)
+        self._lock = _lock_home(home)
         self.providers = ProviderRegistry(
             build_providers(settings.providers, settings.config_dir, home))
         self.redis = connect(settings.redis_url, home)
@@ -133,6 +159,21 @@ class Daemon:
         self.scheduler.add_job(sweep_orphans, "interval", args=[self.sweep_ctx],
                                seconds=ORPHAN_SWEEP_S, max_instances=1, coalesce=True,
                                id="orphans")
+        if self.settings.redis_url is None:
+            self.scheduler.add_job(self._keep_embedded_redis, "interval",
+                                   seconds=EMBEDDED_REDIS_CHECK_S, max_instances=1,
+                                   coalesce=True, id="embedded-redis")
+
+    def _keep_embedded_redis(self) -> None:
+        """Restart the embedded Redis if it died (its AOF keeps the state); the client
+        reconnects through the same socket on its next command."""
+        server = EmbeddedRedis(self.settings.home / "redis")
+        if not server.running():
+            log.warning("embedded Redis is not running; restarting it from its AOF")
+            try:
+                server.start()
+            except RuntimeError as exc:
+                log.error("%s", exc)
 
     def run(self) -> None:
         config = uvicorn.Config(self.app, host=self.settings.host, port=self.port,

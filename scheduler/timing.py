@@ -27,6 +27,8 @@ JOB_LEASE_TTL_S = 15
 # instance launched a moment before its job record was written is not killed by mistake.
 ORPHAN_GRACE_S = 30.0
 ORPHAN_SWEEP_S = 10.0
+# How often the daemon checks that its embedded Redis still runs (and restarts it from its AOF).
+EMBEDDED_REDIS_CHECK_S = 2.0
 # Log lines kept per job in Redis.
 JOB_LOG_MAX_LINES = 10_000
 # Latest offers expire if no poll refreshed them (a provider gone silent must not look current).

@@ -1,8 +1,10 @@
 """Processes of the replay cloud: starting instance agents and telling whether they still run.
 
-Each instance's agent is started in its own session (``start_new_session=True``), so its process
-group id equals its pid and it survives the cloud and the daemon dying; the cloud kills the whole
-group to terminate an instance. Liveness checks use ``/proc`` (Linux) so that zombies and reused
+Each instance's agent is started in its own session (``start_new_session=True``), so its session
+id equals its pid and it survives the cloud and the daemon dying. The session is the instance:
+the agent runs the job in a process group of its own inside that session, so terminating an
+instance signals every process of the session — as powering off a VM would — and a job whose
+agent was killed outright cannot outlive its instance. Liveness checks use ``/proc`` (Linux) so that zombies and reused
 pids do not count as alive; elsewhere they fall back to ``os.kill(pid, 0)``.
 """
 
@@ -64,36 +66,46 @@ def _group_is_ours(pgid: int, marker: str | None) -> bool:
     return fields is None or (len(fields) > 19 and fields[19] == marker)
 
 
+def _session_members(sid: int) -> list[int]:
+    """Pids of the non-zombie processes in session ``sid`` (``/proc/<pid>/stat`` field 6)."""
+    members = []
+    wanted = str(sid)
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields and len(fields) > 3 and fields[3] == wanted and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
 def group_alive(pgid: int | None, marker: str | None = None) -> bool:
-    """True when any non-zombie process is in process group ``pgid`` (the agent or anything it
-    started), and the group is the one whose leader started with ``marker`` (when given).
-    Without ``/proc`` only the leader is checked."""
+    """True when any non-zombie process is in the session led by ``pgid`` (the agent or
+    anything it started, including the job's own process group), and the session is the one
+    whose leader started with ``marker`` (when given). Without ``/proc`` only the leader is
+    checked."""
     if not pgid:
         return False
     if not _PROC.exists():
         return is_alive(pgid)
     if not _group_is_ours(pgid, marker):
         return False
-    for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if fields and len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return bool(_session_members(pgid))
 
 
 def signal_group(pgid: int | None, sig: int = signal.SIGTERM,
                  marker: str | None = None) -> None:
-    """Send ``sig`` to process group ``pgid``; quiet when the group is already gone, and a no-op
-    when ``pgid`` was reused by an unrelated process (``marker`` differs: see
+    """Send ``sig`` to every process of the session led by ``pgid``; quiet when it is already
+    gone, and a no-op when ``pgid`` was reused by an unrelated process (``marker`` differs: see
     :func:`_group_is_ours`)."""
     if not pgid or not _group_is_ours(pgid, marker):
         return
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    targets = _session_members(pgid) if _PROC.exists() else [pgid]
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def find_leader_in_dir(work_dir: Path) -> int | None:

@@ -86,8 +86,8 @@ def shell_exit_code(returncode: int) -> int:
 class JobProcess:
     """A running command. Use :meth:`start`.
 
-    The command runs as ``/bin/sh -c COMMAND`` in a new session (so its process group id is
-    its pid and signals to the group reach everything it started). stdout and stderr are
+    The command runs as ``/bin/sh -c COMMAND`` in a new process group (its id is the shell's
+    pid, and signals to the group reach everything it started) inside the agent's session. stdout and stderr are
     merged; every line is appended to ``log_path`` and passed to ``on_line``. Methods are meant
     for one controlling thread.
     """
@@ -104,7 +104,9 @@ class JobProcess:
         popen = subprocess.Popen(
             ["/bin/sh", "-c", command], cwd=cwd, env=dict(env),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_agent, close_fds=True,
+            # Its own process group (signals reach the whole job) but the agent's session: on a
+            # replayed market the session is the instance, so terminating it stops the job too.
+            process_group=0, preexec_fn=_die_with_agent, close_fds=True,
         )
         reader = threading.Thread(target=_pump, args=(popen, log_path, on_line),
                                   name="job-output", daemon=True)

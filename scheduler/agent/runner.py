@@ -146,7 +146,7 @@ class Agent:
         try:
             return JobProcess.start(s.spec.command, s.job_dir, env, s.log_path,
                                     self.reporter.add_line)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the environment
             logger.error("cannot start the command: %s", exc)
             self._final(AgentPhase.FAILED, ok=False, message=f"cannot start the command: {exc}")
             return None
@@ -207,6 +207,11 @@ class Agent:
         job.finish()
         logger.info("job exited with %d", code)
         landed, problem = self._commit_after_exit(final=code == 0, force=code == 0)
+        if code == 0 and not landed:
+            # Success without its final checkpoint in the store would lose the result: report
+            # an agent failure (no exit code), which the daemon retries from the last commit.
+            return self._final(AgentPhase.FAILED, False, exit_code=None,
+                               message=f"command exited 0 but {problem}")
         phase = AgentPhase.SUCCEEDED if code == 0 else AgentPhase.FAILED
         return self._final(phase, landed, exit_code=code, message=problem)
 
@@ -218,6 +223,7 @@ class Agent:
         """Run the whole attempt; returns the process exit status (see the module docstring)."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        job: JobProcess | None = None
         try:
             if not self._prepare():
                 return EXIT_TROUBLE
@@ -228,6 +234,14 @@ class Agent:
                 return EXIT_TROUBLE
             self._report(AgentPhase.RUNNING)
             return self._supervise(job)
+        except Exception as exc:
+            # A bug or an unforeseen condition: never leave the daemon guessing (it would wait
+            # for the heartbeat timeout) nor the job running unsupervised.
+            logger.exception("agent failed")
+            if job is not None:
+                job.signal_group(signal.SIGKILL)
+            return self._final(AgentPhase.FAILED, False, exit_code=None,
+                               message=f"agent error: {type(exc).__name__}: {exc}")
         finally:
             self.sync.close()
             self.notices.close()

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from scheduler.api.auth import bearer, require_user
+from scheduler.api.limits import BodyLimitMiddleware
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.models import describe_validation_error, utcnow
 from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
@@ -22,7 +23,10 @@ from scheduler.services import offers as offer_service
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 
+# A submission carries the job's code bundle (base64, ≤ 64 MiB decoded); agent reports carry at
+# most 500 log lines.
 MAX_BODY_BYTES = 96 * 1024 * 1024
+MAX_AGENT_BODY_BYTES = 2 * 1024 * 1024
 
 
 class SubmitRequest(BaseModel):
@@ -35,13 +39,8 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     app = FastAPI(title="gpu-arbiter", version="0.1.0")
     app.state.api_token = api_token
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"},
-                                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
-        return await call_next(request)
+    app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: (
+        MAX_AGENT_BODY_BYTES if path.startswith("/v1/agent/") else MAX_BODY_BYTES))
 
     @app.exception_handler(job_service.SpecError)
     async def spec_error(_: Request, exc: job_service.SpecError):
@@ -90,18 +89,21 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
 
     @app.post("/v1/agent/{instance_id}/report")
     async def agent_report(instance_id: str, request: Request) -> dict[str, Any]:
-        token = bearer(request)
+        scope = tokens.scope(bearer(request))  # checked before the body is read
+        if scope is None:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, "not a valid agent token")
         try:
             report = AgentReport.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise HTTPException(422, describe_validation_error(exc)) from None
-        if not tokens.verify(token, report.job_id, report.attempt):
+            problems = [{**p, "value": None} for p in describe_validation_error(exc)]
+            raise HTTPException(422, problems) from None
+        if (report.job_id, report.attempt) != scope:
             raise HTTPException(status.HTTP_403_FORBIDDEN,
                                 "token not valid for this job attempt")
         job = store.jobs.get(report.job_id)
         if job is None:
             raise HTTPException(404, "no such job")
-        store.agents.save_report(report)
+        store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
         store.jobs.append_logs(report.job_id, report.log_lines)
         return _command_for(job, report.attempt).model_dump(mode="json")
 

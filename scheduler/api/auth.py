@@ -19,6 +19,7 @@ def bearer(request: Request) -> str:
 def require_user(request: Request) -> None:
     """FastAPI dependency: the request carries the daemon's API token."""
     expected: str = request.app.state.api_token
-    if not hmac.compare_digest(bearer(request), expected):
+    given = bearer(request).encode("utf-8", "replace")
+    if not hmac.compare_digest(given, expected.encode()):
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid token",
                             headers={"WWW-Authenticate": "Bearer"})

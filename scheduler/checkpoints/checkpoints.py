@@ -48,6 +48,17 @@ def _skipped(rel: PurePosixPath) -> bool:
     return any(part.startswith(".") or part.endswith(".tmp") for part in rel.parts)
 
 
+def _portable(rel: PurePosixPath) -> bool:
+    """Names that are not valid UTF-8 cannot be written into a JSON manifest (nor restored
+    elsewhere reliably); they are left out with a warning rather than failing every commit."""
+    try:
+        str(rel).encode("utf-8")
+    except UnicodeEncodeError:
+        logger.warning("checkpoint file %r skipped: its name is not valid UTF-8", str(rel))
+        return False
+    return True
+
+
 def scan_checkpoint_dir(src_dir: Path) -> list[tuple[str, Path]]:
     """The files a commit would take from ``src_dir``: ``[(relative posix path, path)]``, sorted.
 
@@ -61,11 +72,12 @@ def scan_checkpoint_dir(src_dir: Path) -> list[tuple[str, Path]]:
     for dirpath, dirnames, filenames in os.walk(src_dir):
         base = Path(dirpath)
         rel_base = PurePosixPath(base.relative_to(src_dir).as_posix())
-        dirnames[:] = [d for d in dirnames if not _skipped(PurePosixPath(d))]
+        dirnames[:] = [d for d in dirnames
+                       if not _skipped(PurePosixPath(d)) and _portable(PurePosixPath(d))]
         for name in filenames:
             rel = rel_base / name if str(rel_base) != "." else PurePosixPath(name)
             path = base / name
-            if not _skipped(rel) and path.is_file():
+            if not _skipped(rel) and path.is_file() and _portable(rel):
                 found.append((rel.as_posix(), path))
     return sorted(found)
 

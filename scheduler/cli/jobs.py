@@ -29,7 +29,7 @@ def daemon(
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
 ) -> None:
     """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
-    from scheduler.daemon import Daemon, DaemonSettings
+    from scheduler.daemon import Daemon, DaemonAlreadyRunning, DaemonSettings
     from scheduler.provider_setup import ProviderConfigError, load_config_file
 
     logging.basicConfig(level=log_level.upper(),
@@ -51,7 +51,7 @@ def daemon(
             settings.providers = load_config_file(config)
             settings.config_dir = config.resolve().parent
         daemon_ = Daemon(settings)
-    except ProviderConfigError as exc:
+    except (ProviderConfigError, DaemonAlreadyRunning) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     daemon_.run()
@@ -122,7 +122,7 @@ def logs(job_id: str, home: Optional[Path] = HomeOption,
         while True:
             page = api.get(f"/v1/jobs/{job_id}/logs", start=start)
             for line in page["lines"]:
-                console.print(line, markup=False, highlight=False)
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
             start = page["next"]
             if not follow:
                 return

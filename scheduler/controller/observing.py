@@ -22,6 +22,11 @@ from scheduler.timing import (
 )
 from providers.errors import ProviderError
 
+# Attempts lost in a row (agent silent, agent error, instance gone without a notice) with no
+# new checkpoint in between before the job is failed: something about the job or the market is
+# broken, and relaunching forever would only spend money.
+MAX_LOST_STREAK = 3
+
 
 def observe(ctx: Context, job: Job) -> Job | None:
     placement = job.placement
@@ -31,6 +36,7 @@ def observe(ctx: Context, job: Job) -> Job | None:
                       and report.checkpoint_id != job.last_checkpoint_id)
     if new_checkpoint:
         job.last_checkpoint_id = report.checkpoint_id
+        job.lost_streak = 0
     if report is not None and report.phase.is_final():
         return _agent_finished(ctx, job, report)
     if job.cancel_requested and _agent_silent(ctx, report, placement.started_at):
@@ -54,7 +60,7 @@ def observe(ctx: Context, job: Job) -> Job | None:
         if (ctx.clock() - started).total_seconds() > AGENT_START_TIMEOUT_S:
             return _lost(ctx, job, f"agent never reported within {AGENT_START_TIMEOUT_S:.0f} s",
                          PlacementEnd.LOST)
-    elif (ctx.clock() - report.at).total_seconds() > AGENT_LOST_AFTER_S:
+    elif (ctx.clock() - _heard_at(report)).total_seconds() > AGENT_LOST_AFTER_S:
         return _lost(ctx, job, f"agent silent for over {AGENT_LOST_AFTER_S:.0f} s", PlacementEnd.LOST)
     elif job.state is JobState.PROVISIONING and report.phase in (AgentPhase.RESTORING, AgentPhase.RUNNING):
         if report.phase is AgentPhase.RUNNING:
@@ -66,8 +72,13 @@ def observe(ctx: Context, job: Job) -> Job | None:
     return save(ctx, job) if new_checkpoint else None
 
 
+def _heard_at(report: AgentReport):
+    """When the daemon received the report: the agent's own clock is not trusted for liveness."""
+    return report.received_at or report.at
+
+
 def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
-    last = report.at if report else started
+    last = _heard_at(report) if report else started
     return last is None or (ctx.clock() - last).total_seconds() > AGENT_LOST_AFTER_S
 
 
@@ -76,6 +87,10 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
     if report.phase is AgentPhase.SUCCEEDED:
         return finish(ctx, job, PlacementEnd.SUCCEEDED, JobState.SUCCEEDED,
                       f"command exited 0; final checkpoint committed{ckpt}")
+    if report.phase is AgentPhase.FAILED and report.exit_code is None:
+        # The agent, not the command, failed (could not restore, start or upload).
+        return _lost(ctx, job, f"agent failed: {report.message or 'no reason given'}",
+                     PlacementEnd.LOST)
     if report.phase is AgentPhase.FAILED:
         job.failures += 1
         if job.failures > job.spec.max_failures:
@@ -89,9 +104,11 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
     if job.cancel_requested:
         return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED, f"cancelled{ckpt}")
     reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST
+    why = "the preemption notice" if report.notice else (report.message or "a stop request")
+    saved = (f"checkpoint {report.checkpoint_id} committed" if report.checkpoint_id
+             else "no checkpoint committed")
     return finish(ctx, job, reason, JobState.MIGRATING,
-                  f"checkpoint committed after {'the preemption notice' if report.notice else 'stop'}"
-                  f"{ckpt}; migrating")
+                  f"job stopped after {why}; {saved}; migrating")
 
 
 def _noticed(ctx: Context, job: Job, notice: PreemptionNotice) -> Job:
@@ -115,10 +132,14 @@ def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd) -> Job | N
         ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
     offer = placement.offer
     end_placement(ctx, job, reason)
+    if reason is PlacementEnd.LOST:
+        job.lost_streak += 1
     if job.cancel_requested:
         job.record(JobState.CANCELLED, f"{message}; cancelled", offer=offer, at=ctx.clock())
+    elif job.lost_streak >= MAX_LOST_STREAK:
+        job.record(JobState.FAILED, f"{message}; {job.lost_streak} attempts lost in a row "
+                   "without progress, giving up", offer=offer, at=ctx.clock())
     else:
-        ckpt = job.last_checkpoint_id or "none yet"
-        job.record(JobState.MIGRATING, f"{message}; migrating from checkpoint {ckpt}",
-                   offer=offer, at=ctx.clock())
+        job.record(JobState.MIGRATING, f"{message}; migrating (resumes from the latest "
+                   "committed checkpoint)", offer=offer, at=ctx.clock())
     return save(ctx, job)

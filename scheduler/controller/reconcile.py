@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+import redis
+
 from scheduler.controller.context import Context
 from scheduler.controller.launching import launch
 from scheduler.controller.observing import observe
@@ -49,7 +51,11 @@ def reconcile_job(ctx: Context, job_id: str) -> Job | None:
 def reconcile_pass(ctx: Context) -> int:
     """One pass over every active job. Returns how many jobs changed. Never raises: a failing
     job is logged and retried next pass."""
-    job_ids = ctx.store.jobs.active_ids()
+    try:
+        job_ids = ctx.store.jobs.active_ids()
+    except redis.RedisError as exc:
+        log.warning("reconcile pass skipped, Redis unavailable: %s", exc)
+        return 0
     if not job_ids:
         return 0
     ctx.observe()

@@ -56,8 +56,11 @@ class AgentReport(StrictModel):
     notice: PreemptionNotice | None = None
     log_lines: list[str] = Field(default_factory=list, max_length=500)
     message: str | None = Field(default=None, max_length=2000)
+    received_at: datetime | None = Field(
+        default=None, description="set by the daemon on receipt; liveness uses this clock, "
+                                  "never the agent's")
 
-    _utc = field_validator("at")(ensure_utc)
+    _utc = field_validator("at", "received_at")(lambda v: None if v is None else ensure_utc(v))
 
 
 class AgentAction(str, Enum):

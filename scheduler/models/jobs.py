@@ -71,9 +71,12 @@ class CheckpointSpec(StrictModel):
     @field_validator("dir")
     @classmethod
     def _relative_dir(cls, value: str) -> str:
-        if value.startswith("/") or ".." in value.split("/"):
-            raise ValueError("must be a path relative to the working directory, without '..'")
-        return value
+        parts = [p for p in value.split("/") if p not in ("", ".")]
+        if value.startswith("/") or ".." in parts or not parts or "\0" in value:
+            # Restore replaces the folder's contents: it must be a subfolder of its own.
+            raise ValueError("must be a subfolder relative to the working directory "
+                             "(not '.', absolute, or containing '..')")
+        return "/".join(parts)
 
     @field_validator("signal")
     @classmethod
@@ -137,10 +140,19 @@ class JobSpec(StrictModel):
             raise ValueError("must include a timezone, e.g. 2026-12-01T18:00:00Z")
         return None if value is None else ensure_utc(value)
 
+    @field_validator("command", "workdir")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError("must not contain a NUL character")
+        return value
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, item in value.items():
+            if "\0" in item:
+                raise ValueError(f"{key!r}: values must not contain a NUL character")
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
                 raise ValueError(f"environment variable name {key!r} is not a valid identifier")
             if key.startswith("SCHED_"):
@@ -239,6 +251,7 @@ class Job(StrictModel):
     version: int = 0
     attempt: int = 0
     failures: int = 0
+    lost_streak: int = Field(default=0, description="attempts lost in a row without a new checkpoint")
     placement: Placement | None = None
     placements: list[Placement] = Field(default_factory=list)
     events: list[JobEvent] = Field(default_factory=list)

@@ -1,8 +1,9 @@
 """Agent tokens and reports, and the instances we launched.
 
-An agent token is scoped to one attempt of one job: it is an HMAC of ``{job_id}:{attempt}``
-under the daemon's secret, so it is the same however often a launch is retried, and Redis
-never holds it (or the secret).
+An agent token is scoped to one attempt of one job: ``{job_id}.{attempt}.{mac}`` where ``mac``
+is an HMAC of the scope under the daemon's secret. It is the same however often a launch is
+retried, the API can check it before reading a request body, and Redis never holds it (or the
+secret).
 """
 
 from __future__ import annotations
@@ -27,11 +28,26 @@ class AgentTokens:
     def __init__(self, secret: bytes) -> None:
         self._secret = secret
 
+    def _mac(self, job_id: str, attempt: int) -> str:
+        return hmac.new(self._secret, f"agent:{job_id}:{attempt}".encode(),
+                        hashlib.sha256).hexdigest()
+
     def issue(self, job_id: str, attempt: int) -> str:
-        return hmac.new(self._secret, f"agent:{job_id}:{attempt}".encode(), hashlib.sha256).hexdigest()
+        return f"{job_id}.{attempt}.{self._mac(job_id, attempt)}"
+
+    def scope(self, token: str) -> tuple[str, int] | None:
+        """``(job_id, attempt)`` the token is valid for, or ``None`` if it is not valid."""
+        parts = token.rsplit(".", 2)
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        job_id, attempt = parts[0], int(parts[1])
+        expected = self._mac(job_id, attempt).encode()
+        if not hmac.compare_digest(expected, parts[2].encode("utf-8", "replace")):
+            return None
+        return job_id, attempt
 
     def verify(self, token: str, job_id: str, attempt: int) -> bool:
-        return hmac.compare_digest(self.issue(job_id, attempt), token)
+        return self.scope(token) == (job_id, attempt)
 
 
 class AgentStore:

@@ -102,9 +102,10 @@ def test_daemon_sigkill_while_running_and_while_migrating(daemon_for, reference_
     # No committed checkpoint lost: the resumed attempt started from the checkpoint committed
     # after the notice, and the final model equals an uninterrupted run.
     resumed = [e["message"] for e in done["events"] if "resumed from checkpoint" in e["message"]]
-    committed = [e["message"] for e in done["events"] if "checkpoint committed after" in e["message"]]
+    committed = [e["message"] for e in done["events"]
+                 if "job stopped after the preemption notice; checkpoint" in e["message"]]
     assert resumed and committed
-    ckpt = committed[0].split("(checkpoint ")[1].split(")")[0]
+    ckpt = committed[0].split("; checkpoint ")[1].split(" committed")[0]
     assert ckpt in resumed[0]
     path, store = _final_model(daemon.home, job_id, tmp_path)
     assert list_checkpoints(store, job_id)[0].final

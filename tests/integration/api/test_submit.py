@@ -64,6 +64,9 @@ BAD_SPECS = [
     ("deadline", {**GOOD, "deadline": "2030-01-01T00:00:00"}, "timezone"),
     ("command", {k: v for k, v in GOOD.items() if k != "command"}, "required"),
     ("checkpoint.signal", {**GOOD, "checkpoint": {"signal": "SIGKILL"}}, "SIGTERM"),
+    ("checkpoint.dir", {**GOOD, "checkpoint": {"dir": "."}}, "subfolder"),
+    ("env", {**GOOD, "env": {"X": "a\x00b"}}, "NUL"),
+    ("command", {**GOOD, "command": "echo \x00"}, "NUL"),
 ]
 
 
@@ -106,3 +109,33 @@ def test_agent_token_is_scoped_to_one_job_attempt(api):
     assert allowed.status_code == 200
     # the user token is not an agent token
     assert client.post("/v1/agent/i-1/report", json=report).status_code == 403
+
+
+def test_agent_token_checked_before_the_body_and_bodies_are_limited(api):
+    client, *_ = api
+    # A non-ASCII token is refused, not a server error.
+    assert client.post("/v1/agent/i/report", content=b"{}",
+                       headers={"Authorization": "Bearer t\u00e9st".encode("latin-1")}).status_code in (401, 403)
+    # Chunked body over the limit: refused while streaming, whatever the token.
+    def chunks():
+        for _ in range(40):
+            yield b"x" * (128 * 1024)
+    big = client.post("/v1/agent/i/report", content=chunks(),
+                      headers={"Authorization": "Bearer whatever"})
+    assert big.status_code in (403, 413)
+    tokens = AgentTokens(b"secret")
+    job = client.post("/v1/jobs", json={"spec": GOOD}).json()
+    big = client.post("/v1/agent/i/report", content=chunks(),
+                      headers={"Authorization": f"Bearer {tokens.issue(job['id'], 1)}"})
+    assert big.status_code == 413
+
+
+def test_liveness_uses_the_daemon_clock(api):
+    client, store, *_ = api
+    job = client.post("/v1/jobs", json={"spec": GOOD}).json()
+    tokens = AgentTokens(b"secret")
+    report = {"job_id": job["id"], "attempt": 1, "phase": "running", "at": "2099-01-01T00:00:00Z"}
+    assert client.post("/v1/agent/i/report", json=report,
+                       headers={"Authorization": f"Bearer {tokens.issue(job['id'], 1)}"}).status_code == 200
+    stored = store.agents.last_report(job["id"], 1)
+    assert stored.received_at is not None and stored.received_at.year < 2099

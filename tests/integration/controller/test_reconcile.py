@@ -169,3 +169,45 @@ def test_orphans_are_terminated_after_the_grace_period_and_claimed_ones_kept(ctx
     states = {i.id: i.state.value for i in provider.describe()}
     assert states[claimed] == "running" and states[foreign.id] == "running"
     assert states[orphan.id] in ("shutting-down", "terminated")
+
+
+def _running(ctx, provider) -> Job:
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = _submit(ctx)
+    reconcile_pass(ctx)
+    ctx.store.agents.save_report(AgentReport(job_id=job.id, attempt=1, phase=AgentPhase.RUNNING,
+                                             at=utcnow(), received_at=utcnow()))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.RUNNING
+    return job
+
+
+def test_liveness_ignores_the_agent_clock(ctx, provider):
+    job = _running(ctx, provider)
+    # A report claiming to come from the far future, received 61 s ago, is 61 s old.
+    ctx.store.agents.save_report(AgentReport(
+        job_id=job.id, attempt=1, phase=AgentPhase.RUNNING,
+        at=utcnow() + timedelta(days=365), received_at=utcnow() - timedelta(seconds=61)))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.MIGRATING and "agent silent" in job.events[-1].message
+
+
+def test_agent_failures_are_retried_then_given_up_without_progress(ctx, provider):
+    job = _running(ctx, provider)
+    for attempt in (1, 2, 3):
+        ctx.store.agents.save_report(AgentReport(
+            job_id=job.id, attempt=attempt, phase=AgentPhase.FAILED, exit_code=None,
+            message="command exited 0 but checkpoint upload failed", at=utcnow(),
+            received_at=utcnow()))
+        reconcile_pass(ctx)
+        job = ctx.store.jobs.get(job.id)
+        if attempt < 3:
+            assert job.state is JobState.MIGRATING, job.events[-1].message
+            assert job.failures == 0  # the command did not fail; the agent did
+            reconcile_pass(ctx)  # placed and launched again
+            assert ctx.store.jobs.get(job.id).placement.attempt == attempt + 1
+    assert job.state is JobState.FAILED
+    assert "3 attempts lost in a row" in job.events[-1].message
+    assert all(i.state.is_gone() for i in provider.describe({TAG_JOB: job.id}))
