@@ -1,6 +1,7 @@
 """``schedctl``: the gpu-arbiter command line. Command modules register on the shared app."""
 
 from scheduler.cli import jobs  # noqa: F401  (registers its commands)
+from scheduler.cli import providers  # noqa: F401
 from scheduler.cli.app import app
 
 __all__ = ["app"]

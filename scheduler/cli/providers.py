@@ -1,0 +1,80 @@
+"""``schedctl providers check``: do the configured providers' credentials and permissions work?
+
+Reads the same config as the daemon (``--config``, else ``GA_HOME/config.yaml``, else the
+embedded replayed market), builds each adapter without starting anything, and runs its
+``check()`` (one cheap call per region and permission, plus the Spot Advisor cache age for
+AWS). Needs no running daemon. Exit code 0 when every check passed, 1 otherwise, 2 for a bad
+config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.cli.app import HomeOption, app, console, err
+
+providers_app = typer.Typer(help="Provider adapters: credentials, permissions, caches.",
+                            no_args_is_help=True)
+app.add_typer(providers_app, name="providers")
+
+
+def _entries(config: Optional[Path], home: Path) -> tuple[list[dict[str, Any]], Path]:
+    from scheduler.provider_setup import default_entries, load_config_file
+
+    path = config or (home / "config.yaml" if (home / "config.yaml").is_file() else None)
+    if path is None:
+        return default_entries(), home
+    return load_config_file(path), path.resolve().parent
+
+
+def _rows(provider: Any) -> list[tuple[str, str, str, bool, str]]:
+    check = getattr(provider, "check", None)
+    if check is None:
+        market = getattr(getattr(provider, "market", None), "path", None)
+        what = f"replayed market {market}" if market else "local adapter"
+        return [(provider.name, "-", "configuration", True,
+                 f"{what} loaded; no credentials needed")]
+    return [(r.provider, r.region, r.check, r.ok, r.detail) for r in check()]
+
+
+@providers_app.command("check")
+def check(
+    config: Optional[Path] = typer.Option(
+        None, help="daemon config YAML (default: GA_HOME/config.yaml if present, else the "
+                   "embedded replayed market)"),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Per configured provider and region: do credentials and permissions work?"""
+    from scheduler.config import home_dir
+    from scheduler.provider_setup import ProviderConfigError, build_providers
+
+    home = home or home_dir()
+    try:
+        entries, base = _entries(config, home)
+        adapters = build_providers(entries, base, home)
+    except ProviderConfigError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    table = Table(title="provider checks")
+    for column in ("provider", "region", "check", "result", "detail"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("result",))
+    failed = 0
+    for adapter in adapters:
+        try:
+            rows = _rows(adapter)
+        finally:
+            adapter.close()
+        for provider, region, what, ok, detail in rows:
+            failed += not ok
+            table.add_row(provider, region, what,
+                          Text("ok", style="green") if ok else Text("FAILED", style="bold red"),
+                          detail)
+    console.print(table)
+    if failed:
+        err.print(f"[bold red]{failed} check(s) failed[/]")
+        raise typer.Exit(1)
