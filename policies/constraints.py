@@ -60,14 +60,20 @@ class FilterResult:
 
     eligible: list[Offer] = field(default_factory=list)
     removed: dict[str, int] = field(default_factory=dict)
+    rejected_by: dict[str, int] | None = None
 
     def explain(self) -> str:
-        """Human summary, e.g. ``12 offers: min_vram_gib removed 8, market removed 4``."""
+        """Human summary, e.g. ``12 offers, 0 eligible: min_vram_gib removed 8, market removed
+        4``; with :attr:`rejected_by` filled (see :func:`rejections`), every constraint that
+        rejects offers is listed with how many it rejects on its own."""
         total = len(self.eligible) + sum(self.removed.values())
         if total == 0:
             return "the market has no offers"
-        parts = [f"{name} removed {n}" for name, n in self.removed.items() if n]
-        head = f"{total} offers, {len(self.eligible)} eligible"
+        head = f"{total} offers (spot and on-demand counted apart), {len(self.eligible)} eligible"
+        if self.rejected_by is not None:
+            parts = [f"{name} rejects {n}" for name, n in self.rejected_by.items() if n]
+        else:
+            parts = [f"{name} removed {n}" for name, n in self.removed.items() if n]
         return head + (": " + ", ".join(parts) if parts else "")
 
 
@@ -93,3 +99,17 @@ def filter_offers(spec: JobSpec, offers: Iterable[Offer],
         else:
             result.removed[failed] += 1
     return result
+
+
+def rejections(spec: JobSpec, offers: Iterable[Offer],
+               unavailable: frozenset[OfferKey] | set[OfferKey] = frozenset()) -> dict[str, int]:
+    """Per constraint, how many of ``offers`` it rejects on its own (counts overlap), so a user
+    can see every constraint to relax at once, not only the first one in order."""
+    counts = {name: 0 for name, _ in CONSTRAINTS} | {UNAVAILABLE: 0}
+    for offer in offers:
+        for name, ok in CONSTRAINTS:
+            if not ok(spec, offer):
+                counts[name] += 1
+        if offer.key in unavailable:
+            counts[UNAVAILABLE] += 1
+    return counts

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from policies.constraints import FilterResult, filter_offers
+from policies.constraints import FilterResult, filter_offers, rejections
 from scheduler.models import JobSpec, Market, MarketChoice, Offer, OfferKey
 
 
@@ -53,6 +53,8 @@ def choose_offer(spec: JobSpec, offers: Iterable[Offer],
     offers = list(offers)
     filtered = filter_offers(spec, offers, unavailable)
     best = min(filtered.eligible, key=_rank, default=None)
+    if best is None:
+        filtered.rejected_by = rejections(spec, offers, unavailable)
     return PlacementDecision(best, filtered, on_demand_reference(spec, offers))
 
 

@@ -210,10 +210,23 @@ class Daemon:
         if self._server is not None:
             self._server.should_exit = True
         for adapter in self.providers.adapters():
+            _stop_idle_replay_cloud(adapter)
             adapter.close()
         if self.settings.redis_url is None:
             EmbeddedRedis(self.settings.home / "redis").stop()
         log.info("gpu-arbiter daemon stopped")
+
+
+def _stop_idle_replay_cloud(adapter) -> None:
+    """A replayed market's cloud process outlives the daemon only while it runs instances
+    (they are someone's jobs); an idle one is stopped with the daemon."""
+    if not hasattr(adapter, "shutdown_cloud"):
+        return
+    try:
+        if all(inst.state.is_gone() for inst in adapter.describe()):
+            adapter.shutdown_cloud()
+    except Exception as exc:  # shutting down: report, never block the exit
+        log.warning("could not stop the replay cloud: %s", exc)
 
 
 def _owner_id(home: Path) -> str:

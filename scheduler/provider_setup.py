@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from providers.aws.settings import AwsSettings
 from providers.base import Provider
-from scheduler.config import examples_dir
+from scheduler.config import examples_dir, shared_data_dir
 from scheduler.models import StrictModel, format_validation_error
 
 Factory = Callable[[dict[str, Any], Path, Path], Provider]
@@ -46,13 +46,22 @@ class ReplayConfig(StrictModel):
 
 
 def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Provider:
+    from providers.replay.market import MarketError
     from providers.replay.provider import ReplayProvider
 
     config = ReplayConfig.model_validate(entry)
     market = config.market if config.market.is_absolute() else base / config.market
     if not market.is_file():
         raise ProviderConfigError(f"market: {market} is not a file")
-    return ReplayProvider(market.resolve(), home / ("replay" if index == 0 else f"replay-{index}"))
+    try:
+        return ReplayProvider(market.resolve(),
+                              home / ("replay" if index == 0 else f"replay-{index}"))
+    except MarketError as exc:
+        hint = ""
+        if "No such file" in str(exc) and "GA_DATA_DIR" in market.read_text():
+            hint = (f"\n(this market reads the shared real-data folder: set GA_DATA_DIR; "
+                    f"now {shared_data_dir()})")
+        raise ProviderConfigError(f"{exc}{hint}") from None
 
 
 class AwsConfig(AwsSettings):

@@ -42,6 +42,11 @@ REASON_USER = "user-terminated"
 REASON_CLOUD_SHUTDOWN = "cloud-shutdown"
 
 
+# Host variables an instance inherits (see ReplayCloud._agent_env).
+_HOST_ENV = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+                       "SSL_CERT_FILE", "SSL_CERT_DIR"})
+
+
 class CloudError(Exception):
     """A request the cloud refuses: ``status`` is the HTTP status, ``code`` the AWS-style code."""
 
@@ -177,7 +182,10 @@ class ReplayCloud:
             return 201, self.view(rec)
 
     def _agent_env(self, rec: InstanceRecord, agent_env: dict[str, str]) -> dict[str, str]:
-        env = dict(os.environ)
+        # An instance is a fresh machine: it gets only what any machine has (paths, locale,
+        # the Python it runs on), never the scheduler's own settings or credentials.
+        env = {k: v for k, v in os.environ.items()
+               if k in _HOST_ENV or k.startswith(("LC_", "OPENBLAS_"))}
         env.update(agent_env)
         env.update(
             GA_INSTANCE_ID=rec.id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import tarfile
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ def load_spec_file(path: Path) -> dict[str, Any]:
         raise CliError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise CliError(f"{path}: a job spec must be a mapping of fields, got {type(raw).__name__}")
+    raw = _json_ready(raw)
     workdir = raw.get("workdir")
     if isinstance(workdir, str):
         resolved = (path.parent / workdir).resolve()
@@ -35,6 +37,18 @@ def load_spec_file(path: Path) -> dict[str, Any]:
             raise CliError(f"workdir: got {workdir!r}; {resolved} is not a directory")
         raw["workdir"] = str(resolved)
     return raw
+
+
+def _json_ready(value: Any) -> Any:
+    """YAML turns an unquoted ``2026-12-01T18:00:00Z`` into a datetime; send it as the ISO
+    string it was written as (a naive one stays naive, so the API can say it needs a zone)."""
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return value
 
 
 def pack_spec(raw: dict[str, Any]) -> str | None:

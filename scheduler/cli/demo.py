@@ -110,43 +110,73 @@ def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
         job = _follow(console, client, job["id"], timeout_s)
         return _report(console, client, job)
     finally:
+        console.print("stopping the demo daemon and its replayed market ...", style="dim")
         _stop_pid(daemon.pid)
         from providers.replay.provider import ReplayProvider
         ReplayProvider(market, home / "replay").shutdown_cloud()
 
 
 def _follow(console: Console, client: ApiClient, job_id: str, timeout_s: float) -> dict:
+    """Show the job until it ends: a live panel on a terminal, plain lines otherwise."""
+    deadline = time.monotonic() + timeout_s
+    if not console.is_terminal:
+        return _follow_plain(console, client, job_id, deadline)
     progress = Progress(TextColumn("training"), BarColumn(), TextColumn("{task.description}"),
                         TimeElapsedColumn(), console=console)
     task = progress.add_task("waiting for the first step", total=None)
     lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
     with Live(console=console, refresh_per_second=4) as live:
         while True:
             job = client.get(f"/v1/jobs/{job_id}")
-            page = client.get(f"/v1/jobs/{job_id}/logs", start=len(lines))
-            lines.extend(page["lines"])
+            lines.extend(client.get(f"/v1/jobs/{job_id}/logs", start=len(lines))["lines"])
             parsed = render.latest_progress(lines)
             if parsed:
                 step, total, loss = parsed
                 progress.update(task, completed=step, total=total,
                                 description=f"step {step}/{total} loss {loss}")
-            live.update(Group(render.job_panel(job, last_events=12), progress))
+            # Short enough for a 24-line terminal: the last events and the progress bar.
+            live.update(Group(render.job_panel(job, last_events=6), progress))
             if job["state"] in _TERMINAL:
                 return job
-            if time.monotonic() > deadline:
-                raise CliError(f"the job did not finish within {timeout_s:.0f} s "
-                               f"(state {job['state']}); see `schedctl status {job_id}`")
+            _check_deadline(deadline, job)
             time.sleep(0.5)
+
+
+def _follow_plain(console: Console, client: ApiClient, job_id: str, deadline: float) -> dict:
+    seen_events = 0
+    lines: list[str] = []
+    last_progress = 0.0
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}")
+        for ev in job["events"][seen_events:]:
+            console.print(f"{ev['at'][11:19]}  {ev['state']:<13} {ev['message']}", soft_wrap=True)
+        seen_events = len(job["events"])
+        lines.extend(client.get(f"/v1/jobs/{job_id}/logs", start=len(lines))["lines"])
+        parsed = render.latest_progress(lines)
+        if parsed and time.monotonic() - last_progress > 10:
+            last_progress = time.monotonic()
+            console.print(f"          training step {parsed[0]}/{parsed[1]}, loss {parsed[2]}")
+        if job["state"] in _TERMINAL:
+            return job
+        _check_deadline(deadline, job)
+        time.sleep(0.5)
+
+
+def _check_deadline(deadline: float, job: dict) -> None:
+    if time.monotonic() > deadline:
+        raise CliError(f"the job did not finish in time (state {job['state']}); "
+                       f"see `schedctl status {job['id']}`")
 
 
 def _report(console: Console, client: ApiClient, job: dict) -> bool:
     lines = client.get(f"/v1/jobs/{job['id']}/logs")["lines"]
     done = next((line for line in reversed(lines) if line.startswith("done ")), None)
     d = job["derived"]
+    console.print()
     console.rule("[bold]result")
-    console.print(f"job {job['id']}: {render.state_text(job['state'])}, "
-                  f"{d['migrations']} migration(s), {len(job['placements'])} placement(s)")
+    console.print(render.placements(job))
+    console.print(f"job {job['id']}: {job['state']}, {render.plural(d['migrations'], 'migration')}"
+                  f" over {render.plural(len(job['placements']), 'placement')}")
     if done:
         console.print(f"training: {done}")
     console.print(render.money_line(job))

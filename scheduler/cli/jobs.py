@@ -18,7 +18,8 @@ from scheduler.cli.client import CliError
 
 @app.command()
 def daemon(
-    home: Optional[Path] = HomeOption,
+    home: Optional[Path] = typer.Option(None, "--home", envvar="GA_HOME",
+                                        help="state directory (embedded Redis, checkpoints, ...)"),
     config: Optional[Path] = typer.Option(
         None, help="daemon config YAML with a 'providers' list (default: GA_HOME/config.yaml "
                    "if present, else the replayed example market)"),
@@ -109,7 +110,11 @@ def cancel(job_id: str, home: Optional[Path] = HomeOption) -> None:
         job = client(home).post(f"/v1/jobs/{job_id}/cancel")
     except CliError as exc:
         fail(exc)
-    console.print(f"{job['id']}: cancel requested (state {job['state']})")
+    if job["state"] in render.TERMINAL_STATES:
+        console.print(f"{job['id']} already ended ({job['state']}); nothing to cancel")
+        return
+    console.print(f"{job['id']}: cancel requested (state {job['state']}); the job checkpoints "
+                  "and stops, follow it with `schedctl status`")
 
 
 @app.command()
@@ -139,22 +144,25 @@ def offers(home: Optional[Path] = HomeOption,
            gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
            provider: Optional[str] = typer.Option(None),
            market: Optional[str] = typer.Option(None, help="spot or on-demand"),
-           min_vram_gib: float = typer.Option(0, help="minimum VRAM per GPU, GiB")) -> None:
+           min_vram_gib: float = typer.Option(0, min=0, help="minimum VRAM per GPU, GiB")) -> None:
     """Latest offers: GPU, count, VRAM, provider, zone, on-demand and spot $/h, risk."""
     if market not in (None, "spot", "on-demand"):
         err.print(f"[bold red]error:[/] --market: got {market!r}; allowed: spot, on-demand")
         raise typer.Exit(2)
     try:
         rows = client(home).get("/v1/offers", gpu=gpu, provider=provider, market=market,
-                                 min_vram_gib=min_vram_gib)
+                                min_vram_gib=min_vram_gib)
     except CliError as exc:
         fail(exc)
-    console.print(render.offers_table(rows))
+    if not rows:
+        err.print("no offers match these filters (see `schedctl offers` for all)")
+        raise typer.Exit(1)
+    console.print(render.offers_table(rows, market))
 
 
 @app.command()
-def demo(home: Optional[Path] = typer.Option(None, help="where the demo keeps its state "
-                                             "(default: a fresh folder under the data dir)"),
+def demo(home: Optional[Path] = typer.Option(None, help="where the demo keeps its state, "
+                                             "wiped first (default: GA_HOME/demo)"),
          timeout_s: float = typer.Option(170.0, help="give up after this many seconds")) -> None:
     """Run the main job on the embedded default, preemption and migration included.
 

@@ -1,4 +1,5 @@
-"""Rich renderings of jobs and offers for the CLI."""
+"""Rich renderings of jobs and offers for the CLI. Tables use light borders and short columns
+so they stay readable in an 80-column terminal."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -16,6 +18,7 @@ STATE_STYLE = {
     "checkpointing": "magenta", "migrating": "magenta", "succeeded": "bold green",
     "failed": "bold red", "cancelled": "dim",
 }
+TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 PROGRESS_RE = re.compile(r"progress step=(\d+) total=(\d+)(?: loss=([0-9.]+))?")
 
 
@@ -29,111 +32,142 @@ def _time(iso: str | None) -> str:
     return datetime.fromisoformat(iso).strftime("%H:%M:%S")
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
+def _table(title: str | None = None, expand: bool = True) -> Table:
+    return Table(title=title, box=box.SIMPLE_HEAD, expand=expand, padding=(0, 1),
+                 pad_edge=False, collapse_padding=True, show_edge=False,
+                 title_justify="left", title_style="bold")
+
+
 def money_line(job: dict[str, Any]) -> Text:
     d = job["derived"]
-    text = Text(f"cost so far {_usd(d['cost_usd'])} for {d['billed_hours']:.2f} instance-hours")
+    label = "cost" if job["state"] in TERMINAL_STATES else "cost so far"
+    text = Text(f"{label} {_usd(d['cost_usd'])} for {d['billed_hours']:.2f} instance-hours")
     if d["on_demand_cost_usd"] is not None:
-        text.append(f"  ·  all on-demand would have cost {_usd(d['on_demand_cost_usd'])}")
+        text.append(f" · all on-demand: {_usd(d['on_demand_cost_usd'])}")
         if d["savings_pct"] is not None:
-            text.append(f"  ·  saved {d['savings_pct']:.1f}%", style="bold green")
+            text.append(f" · saved {d['savings_pct']:.1f}%", style="bold green")
+    scales = {p.get("time_scale", 1.0) for p in _all_placements(job)}
+    scale = max(scales, default=1.0)
+    if scale != 1.0:
+        text.append(f"\n(replayed market: 1 s of wall time = {scale:g} s of market time; "
+                    "costs are in market hours)", style="dim")
     return text
 
 
+def _all_placements(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return job["placements"] + ([job["placement"]] if job["placement"] else [])
+
+
 def timeline(job: dict[str, Any], last: int | None = None) -> Table:
-    table = Table(title="timeline", expand=True, show_lines=False)
+    table = _table("timeline")
     table.add_column("time", no_wrap=True)
     table.add_column("state", no_wrap=True)
-    table.add_column("event")
-    table.add_column("$/h", justify="right", no_wrap=True)
+    table.add_column("event", ratio=1)
     events = job["events"][-last:] if last else job["events"]
     for ev in events:
-        table.add_row(_time(ev["at"]), state_text(ev["state"]), ev["message"],
-                      _usd(ev.get("price_usd_per_hour")) if ev.get("price_usd_per_hour") else "")
+        table.add_row(_time(ev["at"]), state_text(ev["state"]), ev["message"])
     return table
 
 
 def placements(job: dict[str, Any]) -> Table:
-    table = Table(title="placements", expand=True)
+    table = _table("placements")
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("where")
+    table.add_column("where", ratio=1)
     table.add_column("market", no_wrap=True)
     table.add_column("$/h", justify="right", no_wrap=True)
-    table.add_column("ran", no_wrap=True)
+    table.add_column("hours", justify="right", no_wrap=True)
     table.add_column("end", no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
-    rows = job["placements"] + ([job["placement"]] if job["placement"] else [])
-    for p in rows:
+    for p in _all_placements(job):
         o = p["offer"]
         table.add_row(
-            str(p["attempt"]),
-            f"{o['provider']}/{o['zone']}\n{o['instance_type']} ({o['gpu_count']}x {o['gpu_model']})",
-            o["market"], _usd(o["price_usd_per_hour"]),
-            f"{_time(p.get('started_at'))}\n{_time(p.get('ended_at'))}",
-            p.get("end_reason") or ("running" if p.get("instance_id") else ""),
-            _usd(_placement_cost(p)),
+            str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}",
+            o["market"], _usd(o["price_usd_per_hour"], 3), f"{_billed_hours(p):.2f}",
+            p.get("end_reason") or ("running" if p.get("instance_id") else "launching"),
+            _usd(_billed_hours(p) * o["price_usd_per_hour"]),
         )
     return table
 
 
-def _placement_cost(p: dict[str, Any]) -> float | None:
+def _billed_hours(p: dict[str, Any]) -> float:
+    """Market hours a placement has been billed (mirrors ``Placement.billed_hours``)."""
     if not p.get("started_at"):
         return 0.0
     start = datetime.fromisoformat(p["started_at"])
     end = datetime.fromisoformat(p["ended_at"]) if p.get("ended_at") else datetime.now(start.tzinfo)
-    hours = (end - start).total_seconds() * p.get("time_scale", 1.0) / 3600
-    return hours * p["offer"]["price_usd_per_hour"]
+    return max(0.0, (end - start).total_seconds()) * p.get("time_scale", 1.0) / 3600
 
 
 def job_panel(job: dict[str, Any], last_events: int | None = None) -> Panel:
     head = Text.assemble((job["id"], "bold"), "  ", state_text(job["state"]))
-    if job.get("waiting_reason"):
-        head.append(f"  ({job['waiting_reason']})", style="yellow")
-    return Panel(Group(head, money_line(job), timeline(job, last_events), placements(job)),
-                 title=job["spec"]["name"])
+    if job.get("waiting_reason") and job["state"] not in TERMINAL_STATES:
+        head.append(f"\n{job['waiting_reason']}", style="yellow")
+    parts: list[Any] = [head, money_line(job), timeline(job, last_events)]
+    if _all_placements(job):
+        parts.append(placements(job))
+    return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = Table(title="jobs")
-    for col in ("id", "state", "attempt", "offer", "cost", "on-demand", "created"):
-        table.add_column(col)
+    table = _table("jobs")
+    for col in ("id", "state", "tries", "last offer", "cost", "on-demand", "created"):
+        table.add_column(col, no_wrap=col not in ("id", "last offer"))
     for job in jobs:
-        p = job["placement"]
-        offer = f"{p['offer']['provider']}/{p['offer']['zone']} {p['offer']['instance_type']}" if p else "-"
+        placed = _all_placements(job)
+        offer = "-"
+        if placed:
+            o = placed[-1]["offer"]
+            offer = f"{o['provider']}/{o['zone']} {o['instance_type']}"
         table.add_row(job["id"], state_text(job["state"]), str(job["attempt"]), offer,
                       _usd(job["derived"]["cost_usd"]), _usd(job["derived"]["on_demand_cost_usd"]),
                       _time(job["created_at"]))
     return table
 
 
-def offers_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="offers (USD per hour)")
-    for col, justify in (("GPU", "left"), ("count", "right"), ("VRAM GiB", "right"),
-                         ("provider", "left"), ("region/zone", "left"), ("instance type", "left"),
-                         ("on-demand $/h", "right"), ("spot $/h", "right"),
-                         ("interruption risk", "right")):
-        table.add_column(col, justify=justify)
+def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table:
+    table = _table("offers, USD/hour (risk: monthly interruption frequency)", expand=False)
+    table.add_column("GPU", no_wrap=True)
+    table.add_column("VRAM", justify="right", no_wrap=True)
+    table.add_column("provider/zone", no_wrap=True)
+    table.add_column("instance type", no_wrap=True)
+    if market != "spot":
+        table.add_column("on-demand", justify="right", no_wrap=True)
+    if market != "on-demand":
+        table.add_column("spot", justify="right", no_wrap=True)
+        table.add_column("risk", justify="right", no_wrap=True)
     for r in rows:
-        risk = "-" if r["interruption_risk"] is None else f"{100 * r['interruption_risk']:.1f}%/mo"
-        table.add_row(r["gpu_model"], str(r["gpu_count"]), f"{r['vram_gib']:g}", r["provider"],
-                      f"{r['region']}/{r['zone']}", r["instance_type"],
-                      _usd(r["on_demand_usd_per_hour"], 3), _usd(r["spot_usd_per_hour"], 3), risk)
+        cells = [f"{r['gpu_count']}x {r['gpu_model']}", f"{r['vram_gib']:g}G",
+                 f"{r['provider']}/{r['zone']}", r["instance_type"]]
+        if market != "spot":
+            cells.append(_usd(r["on_demand_usd_per_hour"], 3))
+        if market != "on-demand":
+            risk = "-" if r["interruption_risk"] is None else f"{100 * r['interruption_risk']:.0f}%"
+            cells += [_usd(r["spot_usd_per_hour"], 3), risk]
+        table.add_row(*cells)
     return table
 
 
-def problems_table(problems: list[dict[str, Any]]) -> Table:
-    table = Table(title="the job spec was refused; nothing was stored", title_style="bold red")
-    table.add_column("field", style="bold")
+def problems_table(problems: list[dict[str, Any]]) -> Group:
+    table = _table()
+    table.add_column("field", style="bold", no_wrap=True)
     table.add_column("got")
-    table.add_column("problem / allowed")
+    table.add_column("problem / allowed", ratio=1)
     for p in problems:
         value = p.get("value")
-        shown = "{...}" if isinstance(value, dict) else repr(value)
+        if p.get("problem") == "required field is missing":
+            shown = "-"
+        else:
+            shown = "{...}" if isinstance(value, dict) else repr(value)
         table.add_row(str(p.get("field")), shown[:60], str(p.get("problem")))
-    return table
+    return Group(Text("The job spec was refused; nothing was stored.", style="bold red"), table)
 
 
 def latest_progress(lines: list[str]) -> tuple[int, int, float | None] | None:

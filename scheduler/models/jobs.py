@@ -267,6 +267,8 @@ class Job(StrictModel):
                at: datetime | None = None) -> None:
         """Set ``state`` and append a timeline event (with the offer and its price, if any)."""
         self.state = state
+        if state.is_terminal():
+            self.waiting_reason = None
         self.events.append(
             JobEvent(
                 at=at or utcnow(), state=state, message=message,

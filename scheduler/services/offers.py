@@ -18,7 +18,7 @@ def table(store: Store, *, gpu: str | None = None, provider: str | None = None,
     for o in store.offers.all_offers():
         if gpu and o.gpu_model.lower() != gpu.lower():
             continue
-        if provider and o.provider != provider:
+        if provider and o.provider.lower() != provider.lower():
             continue
         if o.vram_gib < min_vram_gib:
             continue

@@ -18,7 +18,7 @@ def test_daemon_uses_the_redis_named_by_redis_url(tmp_path, redis_server, redis_
         wait_for(lambda: redis_client.get(f"ga:job:{{{job['id']}}}"), 10, "the job in Redis")
         assert not (tmp_path / "home" / "redis").exists()
         waiting = wait_for(lambda: daemon.job(job["id"])["waiting_reason"], 10, "a waiting reason")
-        assert "gpu_count removed" in waiting
+        assert "gpu_count rejects" in waiting
     finally:
         daemon.stop()
         ReplayProvider(market, tmp_path / "home" / "replay").shutdown_cloud()

@@ -144,7 +144,7 @@ def test_cancel_before_launch(ctx, provider):
     job = _submit(ctx, resources={"gpu_count": 8})  # nothing fits: stays pending
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
-    assert job.state is JobState.PENDING and "gpu_count removed" in job.waiting_reason
+    assert job.state is JobState.PENDING and "gpu_count rejects" in job.waiting_reason
     from scheduler.services.jobs import cancel
     cancel(ctx.store, job.id)
     reconcile_pass(ctx)

@@ -33,8 +33,19 @@ def test_nothing_fits_names_each_constraint_with_counts():
     assert decision.filtered.removed["min_vram_gib"] == 2
     assert decision.filtered.removed["gpu_models"] == 1
     assert decision.filtered.removed["max_price_usd_per_hour"] == 1
-    assert "min_vram_gib removed 2" in decision.reason
-    assert "4 offers, 0 eligible" in decision.reason
+    # Every constraint is named with what it rejects on its own.
+    assert "min_vram_gib rejects 2" in decision.reason
+    assert "gpu_models rejects 1" in decision.reason
+    assert "max_price_usd_per_hour rejects 1" in decision.reason
+    assert "4 offers (spot and on-demand counted apart), 0 eligible" in decision.reason
+
+
+def test_all_constraints_that_reject_are_named_not_only_the_first():
+    decision = choose_offer(spec(resources={"gpu_count": 16, "min_vram_gib": 80},
+                                 max_price_usd_per_hour=0.1), [offer(), offer(zone="b")])
+    assert "gpu_count rejects 2" in decision.reason
+    assert "min_vram_gib rejects 2" in decision.reason
+    assert "max_price_usd_per_hour rejects 2" in decision.reason
 
 
 def test_empty_market():
