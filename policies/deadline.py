@@ -118,3 +118,24 @@ def on_demand_needed(jobs: JobView, market: MarketView, on_demand_now: np.ndarra
     spare = slack_h(jobs) - reserve_h(jobs, market, reserve_factor)
     need = np.where(on_demand_now, spare <= band_h, spare <= 0.0)
     return has_deadline(jobs) & need
+
+
+def flip_age_h(jobs: JobView, market: MarketView, mean_up_h: np.ndarray) -> np.ndarray:
+    """Minimum age of a spot run before an on-demand job leaves for it, ``(n, m)`` hours.
+
+    Each round trip on-demand → spot → on-demand costs ``2d`` of slack, so the slack ``s``
+    pays for ``K = s / 2d`` trips, while about ``N = c / (mean_up + mean_down)`` spot runs of
+    the pool start before the job is done. With run lengths Lomax(shape 2, scale λ) a run
+    reaches age ``a`` with probability ``(1 + a/λ)^-2``; taking only runs that reach
+    ``a* = λ·(sqrt(N/K) - 1)`` spends the slack on the ``K`` longest-lived runs. ``a* = 0`` when
+    the slack covers every run (or without a deadline).
+    """
+    cycle = market.pool_stats.mean_up_h + market.pool_stats.mean_down_h
+    with np.errstate(invalid="ignore", divide="ignore"):
+        runs = np.where(np.isfinite(cycle) & (cycle > 0), jobs.remaining_compute_h / cycle, 0.0)
+        trips = np.maximum(slack_h(jobs), 0.0) / (2.0 * jobs.restart_overhead_h)
+        ratio = np.where(trips > 0, runs / trips, np.inf)
+    factor = np.maximum(np.sqrt(ratio) - 1.0, 0.0)[:, None]
+    with np.errstate(invalid="ignore"):
+        age = np.where(np.isfinite(factor), mean_up_h * factor, np.inf)
+    return np.where(has_deadline(jobs)[:, None] & (jobs.restart_overhead_h > 0)[:, None], age, 0.0)

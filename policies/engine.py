@@ -48,10 +48,11 @@ class PolicyConfig:
       another zone has spot; **same_zone_strict**: not even without an alternative.
     - **correlation_window_h**: how long correlated zones' hazard stays raised after a reclaim.
     - **stop_on_demand**: let an on-demand job stop and wait when it is ahead of schedule.
-    - **spot_carry_factor**: share of a spot offer's expected remaining uptime a move counts on.
+    - **selective_flips**: with little slack, leave on-demand only for spot runs old enough to
+      be among the longest the slack can pay for (:func:`deadline.flip_age_h`).
     """
 
-    reserve_factor: float = 1.0
+    reserve_factor: float = 2.0
     on_demand_band_h: float = 0.5
     migration_margin: float = 0.25
     min_dwell_h: float = 1.0
@@ -59,8 +60,8 @@ class PolicyConfig:
     same_zone_cooldown_h: float = 1.0
     same_zone_strict: bool = False
     correlation_window_h: float = 6.0
-    stop_on_demand: bool = True
-    spot_carry_factor: float = 0.5
+    stop_on_demand: bool = False
+    selective_flips: bool = True
 
 
 DEFAULT_CONFIG = PolicyConfig()
@@ -210,8 +211,10 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """``(saving, move_cost)`` in USD for moving each job to each offer, ``(n, m)``.
 
     Saving: (current − target effective price) × the hours the target is expected to carry the
-    job: its remaining compute, capped for a spot target by ``spot_carry_factor`` × its expected
-    remaining uptime (runs are heavy-tailed: the mean overstates the typical run). Move cost:
+    job: its remaining compute, capped for a spot target by the expected useful part of its
+    remaining run. Runs are modelled as Lomax (Pareto II) with shape 2, the heavy tail whose
+    mean residual life is ``mean + age`` (:mod:`policies.availability`); with ``λ = mean + age``
+    the expected run left after paying the overhead ``d`` is ``λ² / (λ + d)``. Move cost:
     the target's restart overhead and checkpoint transfer billed at its price, the progress not
     yet checkpointed valued at the current effective price, and for a spot target the expected
     relaunch back onto the current kind of offer when it is reclaimed before the job is done.
@@ -222,8 +225,10 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     price_cur = risk.current_column(ctx.price, jobs)
     remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
                          jobs.remaining_compute_h)[:, None]
-    carry_h = np.where(is_spot, np.minimum(remaining, cfg.spot_carry_factor * ctx.resid_up),
-                       remaining)
+    lam = ctx.resid_up
+    with np.errstate(invalid="ignore", divide="ignore"):
+        useful = lam * lam / (lam + jobs.restart_overhead_h[:, None])
+    carry_h = np.where(is_spot, np.minimum(remaining, np.nan_to_num(useful, nan=np.inf)), remaining)
     saving = (eff_cur[:, None] - ctx.eff) * carry_h
     overhead = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
     lost = np.nan_to_num(price_cur * jobs.checkpoint_age_h)[:, None]
@@ -243,7 +248,13 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
     safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
     back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
     dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
-    return ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
+    ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
+    if cfg.selective_flips:
+        stats = ctx.market.offer_stats
+        old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
+            jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)))
+        ok &= ~(ctx.on_od[:, None] & is_spot) | old_enough
+    return ok
 
 
 def _migrate(ctx: _Ctx) -> MigrationDecision:
