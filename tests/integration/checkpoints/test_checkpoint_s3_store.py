@@ -19,8 +19,11 @@ def test_bucket_is_created_on_first_write(s3_server, s3_store_url: str) -> None:
     assert store.list_keys("") == []  # reading a bucket that does not exist yet is empty
     store.put_bytes("a", b"1")
     assert store.get_bytes("a") == b"1"
-    raw = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1",
-                       config=Config(s3={"addressing_style": "path"}))
+    # Explicit credentials: boto3's default session caches whatever an earlier test resolved.
+    raw = boto3.session.Session(aws_access_key_id=s3_server.access_key,
+                                aws_secret_access_key=s3_server.secret_key).client(
+        "s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}))
     listed = raw.list_objects_v2(Bucket=store.bucket)["Contents"]
     assert [o["Key"] for o in listed] == ["ckpt/a"]  # the prefix is applied
 
