@@ -120,7 +120,8 @@ class AwsProvider:
         """Every GPU offer rentable now in the configured regions and markets.
 
         On-demand offers: each zone offering the type, at the region's list price. Spot offers:
-        each zone with a current spot price, with the Spot Advisor risk. A region that fails
+        each zone with a current spot price, with the Spot Advisor risk. Offers that failed
+        with a capacity error at a launch in the last 3 min are left out. A region that fails
         contributes its last good offers (≤ 1 h old) and a warning. Raises the first region's
         ``AuthError``/``TransientError``/``ProviderError`` only when every region failed.
         """
@@ -142,7 +143,7 @@ class AwsProvider:
                 self._last_offers[region] = (now, result)
             offers.extend(result)
         self._raise_if_all_failed(results)
-        return offers
+        return [o for o in offers if self._unavailable.get(o.key) is None]
 
     def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
         """Price observations newer than ``since`` (aware UTC).

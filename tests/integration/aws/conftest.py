@@ -33,7 +33,8 @@ def moto_url() -> Iterator[str]:
     moto_server = pytest.importorskip("moto.server")
     import moto.ec2.utils as moto_ec2_utils
 
-    mapping = moto_ec2_utils.filter_dict_attribute_mapping
+    # moto 5.2 lacks the filter; a later moto may have it natively (or renamed this table).
+    mapping = getattr(moto_ec2_utils, "filter_dict_attribute_mapping", {})
     added = "client-token" not in mapping
     mapping.setdefault("client-token", "client_token")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

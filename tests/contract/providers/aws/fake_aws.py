@@ -97,19 +97,21 @@ def _filters(params: dict[str, str]) -> dict[str, list[str]]:
 class FakeAws:
     """The fake endpoint; starts serving on ``127.0.0.1`` at construction (``url``).
 
-    - **instance_types**: ``InstanceTypeInfo`` dicts (every region sees the same list).
+    - **instance_types**: ``InstanceTypeInfo`` dicts (every region sees the same list), or
+      region → its list.
     - **offerings**: region → ``InstanceTypeOffering`` dicts.
     - **spot_records**: region → ``SpotPrice`` dicts (``Timestamp`` datetime or ISO string).
     - **price_list**: Price List product documents (JSON strings) of every region.
     - **now**: the fake's clock for ``EndTime`` defaults (aware UTC; default: real now).
     """
 
-    def __init__(self, *, instance_types: Iterable[dict[str, Any]] = (),
+    def __init__(self, *, instance_types: Iterable[dict[str, Any]] | dict[str, list[dict[str, Any]]] = (),
                  offerings: dict[str, list[dict[str, Any]]] | None = None,
                  spot_records: dict[str, list[dict[str, Any]]] | None = None,
                  price_list: Iterable[str] = (), page_size: int | None = None,
                  latency_s: float = 0.0, now: datetime | None = None) -> None:
-        self.instance_types = list(instance_types)
+        self.instance_types: dict[str, list[dict[str, Any]]] | list[dict[str, Any]] = (
+            instance_types if isinstance(instance_types, dict) else list(instance_types))
         self.offerings = offerings or {}
         self.spot_records = {  # (time, record), newest first
             r: sorted(((_iso(x["Timestamp"]), x) for x in recs), key=lambda p: p[0], reverse=True)
@@ -160,7 +162,9 @@ class FakeAws:
     def describe_instance_types(self, region: str, params: dict[str, str]) -> dict[str, Any]:
         names = set(_indexed(params, "InstanceType"))
         patterns = _filters(params).get("instance-type")
-        items = [t for t in self.instance_types
+        known = (self.instance_types.get(region, []) if isinstance(self.instance_types, dict)
+                 else self.instance_types)
+        items = [t for t in known
                  if (not names or t["InstanceType"] in names)
                  and (not patterns or any(fnmatch.fnmatchcase(t["InstanceType"], p)
                                           for p in patterns))]

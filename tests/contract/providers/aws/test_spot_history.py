@@ -182,3 +182,24 @@ def test_every_region_refusing_credentials_raises_auth_error(make_provider, fake
     fake.fail("DescribeInstanceTypes", "AuthFailure", 401, times=2)
     with pytest.raises(AuthError, match="AuthFailure"):
         provider.list_offers()
+
+
+def test_a_capacity_error_hides_the_offer_for_a_while(make_provider, fake) -> None:
+    from botocore.stub import Stubber
+
+    from providers.base import LaunchRequest
+    from providers.errors import CapacityError
+
+    provider = make_provider(fake, ["us-west-2"], clock=lambda: NOW,
+                             launch={"ami": "ami-0123"})
+    offers = provider.list_offers()
+    chosen = next(o for o in offers if o.market is Market.SPOT)
+    with Stubber(provider.client.ec2["us-west-2"]) as stub:
+        stub.add_response("describe_instances", {"Reservations": []})
+        stub.add_client_error("run_instances", "InsufficientInstanceCapacity",
+                              "We currently do not have sufficient capacity", 500)
+        with pytest.raises(CapacityError):
+            provider.launch(LaunchRequest(offer=chosen, client_token="job-9-1"))
+    assert "InsufficientInstanceCapacity" in provider.unavailable_reason(chosen.key)
+    again = provider.list_offers()
+    assert {o.key for o in again} == {o.key for o in offers} - {chosen.key}
