@@ -6,9 +6,10 @@ Each line names the field's dotted path, the bad value and what is allowed, e.g.
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -21,8 +22,28 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(spec)"
 
 
-def describe_validation_error(error: ValidationError) -> list[dict[str, Any]]:
-    """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order."""
+def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model that holds ``loc``'s last part (empty when unknown)."""
+    current: Any = model
+    for part in loc[:-1]:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = current.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return []
+        current = field.annotation
+        for arg in get_args(current) or ():
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def describe_validation_error(error: ValidationError,
+                              model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+    """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order.
+    With ``model`` (the validated class), an unknown field gets a "did you mean" suggestion."""
     problems = []
     for item in error.errors(include_url=False):
         kind = item.get("type", "")
@@ -32,6 +53,11 @@ def describe_validation_error(error: ValidationError) -> list[dict[str, Any]]:
         value = item.get("input")
         if kind == "extra_forbidden":
             msg = "unknown field (check the spelling)"
+            loc = tuple(item.get("loc", ()))
+            close = difflib.get_close_matches(str(loc[-1]) if loc else "",
+                                              _fields_at(model, loc), n=1)
+            if close:
+                msg = f"unknown field; did you mean {close[0]!r}?"
         elif kind == "missing":
             msg, value = "required field is missing", None
         problems.append({"field": _path(tuple(item.get("loc", ()))), "value": value,

@@ -44,7 +44,7 @@ def parse_spec(raw: Any) -> JobSpec:
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(describe_validation_error(exc)) from None
+        raise SpecError(describe_validation_error(exc, JobSpec)) from None
     if spec.deadline is not None and spec.deadline <= utcnow():
         raise SpecError([{"field": "deadline", "value": spec.deadline.isoformat(),
                           "problem": "must be in the future"}])
