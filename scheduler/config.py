@@ -33,5 +33,7 @@ def shared_data_dir() -> Path:
 
 
 def examples_dir() -> Path:
-    """The shipped examples (market, job spec, training script)."""
-    return REPO_ROOT / "examples"
+    """The shipped examples (market, job spec, training script): ``GA_EXAMPLES_DIR``, else
+    ``examples/`` of the source tree (an editable install, or the Docker image's copy)."""
+    env = os.environ.get("GA_EXAMPLES_DIR")
+    return Path(env) if env else REPO_ROOT / "examples"

@@ -58,6 +58,8 @@ class DaemonSettings:
     - **redis_url**: ``REDIS_URL``; ``None`` starts the embedded Redis.
     - **store_url**: ``GA_STORE_URL``; default a local directory under home.
     - **owner**: ownership tag value on every instance (one per installation).
+    - **advertise_url**: the API URL agents on instances use (``GA_ADVERTISE_URL``); default
+      the bind address, right for the replayed market's local instances only.
     """
 
     home: Path = field(default_factory=home_dir)
@@ -68,6 +70,7 @@ class DaemonSettings:
     redis_url: str | None = field(default_factory=lambda: os.environ.get("REDIS_URL"))
     store_url: str | None = field(default_factory=lambda: os.environ.get("GA_STORE_URL"))
     owner: str | None = None
+    advertise_url: str | None = field(default_factory=lambda: os.environ.get("GA_ADVERTISE_URL"))
 
 
 def _pick_port(host: str, preferred: int) -> int:
@@ -133,7 +136,7 @@ class Daemon:
         self.api_token = ga_secrets.api_token(home)
         owner = settings.owner or _owner_id(home)
         bootstrap = AgentBootstrap(
-            api_url=self.api_url, store_url=store_url, tokens=tokens,
+            api_url=settings.advertise_url or self.api_url, store_url=store_url, tokens=tokens,
             store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},
         )
         self.ctx = Context(store=self.store, providers=self.providers, bootstrap=bootstrap,
