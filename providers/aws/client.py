@@ -45,6 +45,7 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from botocore.utils import parse_timestamp
 
 from providers.errors import (
     AuthError,

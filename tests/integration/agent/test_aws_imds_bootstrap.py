@@ -25,12 +25,23 @@ from pathlib import Path
 import pytest
 
 from providers.aws.launch import render_user_data
-from scheduler.checkpoints import latest_checkpoint_id, open_store, restore_latest, upload_workdir
+from scheduler.checkpoints import (
+    latest_checkpoint_id,
+    open_store,
+    restore_latest,
+    upload_workdir,
+)
 from scheduler.controller.context import AgentBootstrap
 from scheduler.models import Job, JobSpec
 from scheduler.store.agents import AgentTokens
-from tests.integration.agent.fakes import JOB_SCRIPT_DIR, REPO_ROOT, FakeDaemon, FakeImds, job_spec
-from tests.integration.agent.fakes import _ImdsHandler
+from tests.integration.agent.fakes import (
+    JOB_SCRIPT_DIR,
+    REPO_ROOT,
+    FakeDaemon,
+    FakeImds,
+    _ImdsHandler,
+    job_spec,
+)
 
 INSTANCE_ID = "i-0a1b2c3d4e5f60718"
 NOTICE_WINDOW_S = 120  # AWS: two minutes between the interruption notice and the action

@@ -12,7 +12,13 @@ from providers.base import LaunchRequest
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.models import (
-    TAG_ATTEMPT, TAG_JOB, TAG_OWNER, InstanceState, Market, Offer, utcnow,
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_OWNER,
+    InstanceState,
+    Market,
+    Offer,
+    utcnow,
 )
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens

@@ -10,7 +10,12 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 
 from providers.aws.client import map_error
 from providers.errors import (
-    AuthError, CapacityError, NotFoundError, ProviderError, QuotaError, TransientError,
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    TransientError,
 )
 from tests.contract.providers.aws.data import INSTANCE_TYPES, needs_advisor, price_list
 
@@ -95,3 +100,16 @@ def test_check_reports_every_region_and_the_advisor_age(make_provider, fake_aws_
     assert Path(provider.advisor.cache_path).is_file()
     for row in rows.values():
         assert "fake-secret" not in row.detail
+
+
+def test_fast_timestamps_match_botocore() -> None:
+    from botocore.utils import parse_timestamp
+
+    from providers.aws.client import fast_timestamp
+
+    for value in ("2020-02-27T04:42:58.000Z", "2020-02-27T04:42:58Z",
+                  "Thu, 27 Feb 2020 04:42:58 GMT", 1582778578):
+        assert fast_timestamp(value) == parse_timestamp(value)
+        assert fast_timestamp(value).tzinfo is not None
+    # Without an offset botocore returns a naive time; ours is UTC, as EC2 means it.
+    assert fast_timestamp("2020-02-27T04:42:58") == parse_timestamp("2020-02-27T04:42:58Z")

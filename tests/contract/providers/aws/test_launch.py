@@ -12,7 +12,12 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from providers.aws import AwsProvider, AwsSettings
-from providers.aws.launch import env_file_text, render_user_data, run_instances_params, tag_list
+from providers.aws.launch import (
+    env_file_text,
+    render_user_data,
+    run_instances_params,
+    tag_list,
+)
 from providers.base import LaunchRequest
 from providers.errors import AuthError, CapacityError, ProviderError, QuotaError
 from scheduler.models import TAG_JOB, TAG_OWNER, Market, Offer

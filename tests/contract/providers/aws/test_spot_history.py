@@ -13,8 +13,15 @@ from providers.aws.translate import RISK_BY_BUCKET, aware_utc
 from providers.errors import AuthError
 from scheduler.models import Market
 from tests.contract.providers.aws.data import (
-    ADVISOR_FILE, INSTANCE_TYPES, ON_DEMAND_USD, dump_regions, load_spot_dumps,
-    needs_advisor, needs_dumps, offerings_from_records, price_list,
+    ADVISOR_FILE,
+    INSTANCE_TYPES,
+    ON_DEMAND_USD,
+    dump_regions,
+    load_spot_dumps,
+    needs_advisor,
+    needs_dumps,
+    offerings_from_records,
+    price_list,
 )
 
 pytestmark = [needs_dumps, needs_advisor]

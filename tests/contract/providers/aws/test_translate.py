@@ -11,7 +11,11 @@ import pytest
 from providers.aws import translate
 from scheduler.models import InstanceState, Market
 from tests.contract.providers.aws.data import (
-    ADVISOR_FILE, INSTANCE_TYPES, ON_DEMAND_USD, needs_advisor, price_list,
+    ADVISOR_FILE,
+    INSTANCE_TYPES,
+    ON_DEMAND_USD,
+    needs_advisor,
+    price_list,
     price_list_document,
 )
 
