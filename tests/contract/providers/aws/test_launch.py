@@ -208,3 +208,20 @@ def test_user_data_never_reaches_the_logs(provider: AwsProvider, fake_aws_factor
     encoded = base64.b64encode(SECRET.encode()).decode()[:20]
     assert SECRET not in text and encoded not in text and "UserData" not in text
     assert SECRET not in str(info.value)
+
+
+def test_describe_carries_the_spot_interruption_notice(provider: AwsProvider) -> None:
+    """A running spot instance whose request EC2 marked for termination is described with a
+    notice two minutes after the mark; one describe_spot_instance_requests per region."""
+    marked = {"SpotInstanceRequestId": "sir-1", "InstanceId": "i-0123456789abcdef0",
+              "State": "active", "Status": {"Code": "marked-for-termination", "UpdateTime": T0}}
+    with Stubber(provider.client.ec2["us-east-1"]) as stub:
+        stub.add_response("describe_instances", {"Reservations": [{"Instances": [
+            _api_instance(state="running")]}]},
+            {"Filters": [{"Name": f"tag:{TAG_OWNER}", "Values": ["ga-test"]}], "MaxResults": 1000})
+        stub.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": [marked]},
+                          {"Filters": [{"Name": "instance-id", "Values": ["i-0123456789abcdef0"]}]})
+        (inst,) = provider.describe({TAG_OWNER: "ga-test"})
+        stub.assert_no_pending_responses()
+    assert inst.notice is not None and inst.notice.action == "terminate"
+    assert (inst.notice.action_at - T0).total_seconds() == 120
