@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from datetime import datetime, timezone
 import logging
 import os
 import signal
@@ -30,7 +31,7 @@ from scheduler.controller.context import AgentBootstrap, Context, ProviderRegist
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.poller.offers import OfferPoller
-from scheduler.provider_setup import build_providers, default_entries
+from scheduler.provider_setup import ProviderConfigError, build_providers, default_entries
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
@@ -123,8 +124,13 @@ class Daemon:
         home = settings.home
         home.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_home(home)
-        self.providers = ProviderRegistry(
-            build_providers(settings.providers, settings.config_dir, home))
+        try:
+            self.providers = ProviderRegistry(
+                build_providers(settings.providers, settings.config_dir, home))
+        except ValueError as exc:
+            if isinstance(exc, ProviderConfigError):
+                raise
+            raise ProviderConfigError(str(exc)) from None
         self.redis = connect(settings.redis_url, home)
         self.store = Store.over(self.redis)
         store_url = settings.store_url or (home / "checkpoints").resolve().as_uri()
@@ -153,9 +159,11 @@ class Daemon:
         for adapter in self.providers.adapters():
             interval = REPLAY_OFFER_POLL_S if adapter.time_scale > 1 else OFFER_POLL_S
             poller = OfferPoller(self.store, adapter)
-            poller()  # offers exist before the first placement
+            # First poll at once but in the background: a cold poll of many cloud regions
+            # takes tens of seconds and must not hold up the API.
             self.scheduler.add_job(poller, "interval", seconds=interval, jitter=0.2,
-                                   max_instances=1, coalesce=True, id=f"poll:{adapter.name}")
+                                   max_instances=1, coalesce=True, id=f"poll:{adapter.name}",
+                                   next_run_time=datetime.now(timezone.utc))
         self.scheduler.add_job(reconcile_pass, "interval", args=[self.ctx],
                                seconds=RECONCILE_INTERVAL_S, max_instances=1, coalesce=True,
                                id="reconcile")

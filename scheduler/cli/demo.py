@@ -80,8 +80,8 @@ def start_daemon(home: Path, market: Path) -> subprocess.Popen:
         info = read_daemon_info(home)
         if info and info.get("pid") == proc.pid:
             try:
-                ApiClient(home, timeout_s=2).get("/v1/health")
-                return proc
+                if ApiClient(home, timeout_s=2).get("/v1/offers"):  # first poll done
+                    return proc
             except CliError:
                 pass
         time.sleep(0.2)

@@ -31,8 +31,15 @@ class ProviderRegistry:
             self.add(p)
 
     def add(self, provider: Provider) -> None:
+        """Register ``provider``. Raises ``ValueError`` when one of its names is already served
+        by another adapter (e.g. a replayed market imitating ``aws`` beside the real one): their
+        offers and instances would be mixed up."""
+        names = set(getattr(provider, "provider_names", None) or {provider.name})
+        taken = sorted(names & set(self._by_name))
+        if taken:
+            raise ValueError(f"provider name(s) {', '.join(taken)} served by two adapters")
         self._adapters.append(provider)
-        for name in getattr(provider, "provider_names", None) or {provider.name}:
+        for name in names:
             self._by_name[name] = provider
 
     def get(self, name: str) -> Provider:

@@ -57,8 +57,11 @@ def observe(ctx: Context, job: Job) -> Job | None:
             return _lost(ctx, job, "no checkpoint reported after the notice", PlacementEnd.PREEMPTED)
     if report is None:
         started = placement.started_at or placement.decided_at
-        if (ctx.clock() - started).total_seconds() > AGENT_START_TIMEOUT_S:
-            return _lost(ctx, job, f"agent never reported within {AGENT_START_TIMEOUT_S:.0f} s",
+        # A cloud VM boots and installs the agent for minutes; a provider may say how long.
+        timeout_s = getattr(ctx.providers.get(placement.offer.provider), "agent_start_timeout_s",
+                            AGENT_START_TIMEOUT_S)
+        if (ctx.clock() - started).total_seconds() > timeout_s:
+            return _lost(ctx, job, f"agent never reported within {timeout_s:.0f} s",
                          PlacementEnd.LOST)
     elif (ctx.clock() - _heard_at(report)).total_seconds() > AGENT_LOST_AFTER_S:
         return _lost(ctx, job, f"agent silent for over {AGENT_LOST_AFTER_S:.0f} s", PlacementEnd.LOST)

@@ -43,8 +43,8 @@ class DaemonProcess:
             info = read_daemon_info(self.home)
             if info and info.get("pid") == self.proc.pid:
                 try:
-                    self.client().get("/v1/health")
-                    return self
+                    if self.client().get("/v1/offers"):  # the first poll has landed
+                        return self
                 except CliError:
                     pass
             time.sleep(0.1)
