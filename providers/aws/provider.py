@@ -83,6 +83,8 @@ class AwsProvider:
 
     name = PROVIDER
     time_scale = 1.0
+    # A GPU instance boots, installs Python packages and the agent before its first report.
+    agent_start_timeout_s = 900.0
 
     def __init__(self, settings: AwsSettings, cache_dir: Path, *,
                  client: AwsClient | None = None, advisor: SpotAdvisor | None = None,
