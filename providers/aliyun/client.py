@@ -1,0 +1,486 @@
+"""ECS calls of the Alibaba Cloud adapter (aliyun-python-sdk-core + aliyun-python-sdk-ecs):
+credentials, endpoints, paging, retries and error-code mapping.
+
+No translation happens here: every method returns (or yields) the API's own dicts, parsed from
+its JSON answers. The SDK's own retry is off; calls that ECS throttles or fails transiently
+(the :data:`TRANSIENT_CODES`, HTTP 5xx, connection errors and timeouts) are retried with
+exponential backoff and jitter (tenacity), ``max_attempts`` tries in all, then raise
+:class:`TransientError`. Retrying is safe: reads are reads, ``RunInstances`` carries a
+``ClientToken`` and ``DeleteInstance`` of a gone instance is "not found", which is success.
+
+Error mapping (ECS ``Code`` → :mod:`providers.errors`)::
+
+    OperationDenied.NoStock, InvalidResourceType.NotSupported, Zone.NotOnSale,
+    InstanceType.Offline, InvalidVSwitchId.IpNotEnough, …                → CapacityError
+    QuotaExceed*, QuotaExceeded*, Account.Arrearage, …                    → QuotaError
+    InvalidAccessKeyId.NotFound, SignatureDoesNotMatch, Forbidden.RAM,
+    Forbidden*, InvalidSecurityToken.*, no credentials, …                 → AuthError
+    InvalidInstanceId.NotFound, …                                         → NotFoundError
+    Throttling*, ServiceUnavailable, InternalError, HTTP 5xx, SDK.HttpError
+    (connection refused, timeouts), …  (after the retries)               → TransientError
+    anything else                                                          → ProviderError
+
+Messages name the action, the region, ECS's code and message, never request parameters (the
+``UserData`` of RunInstances carries the agent's secrets) and never credentials; the message
+of ``SignatureDoesNotMatch`` is dropped (ECS echoes the string it signed, parameters included).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit
+
+from aliyunsdkcore.acs_exception.exceptions import ClientException, ServerException
+from aliyunsdkcore.auth.credentials import EcsRamRoleCredential, StsTokenCredential
+from aliyunsdkcore.client import AcsClient
+from aliyunsdkecs.request.v20140526 import (
+    DeleteInstanceRequest,
+    DescribeAvailableResourceRequest,
+    DescribeInstancesRequest,
+    DescribeInstanceTypesRequest,
+    DescribePriceRequest,
+    DescribeRegionsRequest,
+    DescribeSpotAdviceRequest,
+    DescribeSpotPriceHistoryRequest,
+    RunInstancesRequest,
+)
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from providers.errors import (
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    TransientError,
+)
+
+PROVIDER = "aliyun"
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 30
+# Page sizes: DescribeInstanceTypes and DescribeInstances take MaxResults (≤ 100 is accepted by
+# every API version); DescribeSpotPriceHistory pages by Offset/NextOffset with a server size.
+INSTANCE_TYPES_PAGE = 100
+INSTANCES_PAGE = 100
+# DescribeSpotAdvice takes at most 10 InstanceTypes.N per request (its documented N range).
+ADVICE_TYPES_PER_REQUEST = 10
+# DescribeSpotPriceHistory only reaches 30 days back (documented StartTime limit).
+SPOT_HISTORY_MAX_DAYS = 30
+NETWORK_TYPE = "vpc"
+IO_OPTIMIZED = "optimized"
+OS_TYPE = "linux"
+ACCESS_KEY_ENV = (("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
+                  ("ALIYUN_ACCESS_KEY_ID", "ALIYUN_ACCESS_KEY_SECRET"))
+SECURITY_TOKEN_ENV = "ALIBABA_CLOUD_SECURITY_TOKEN"
+
+REQUESTS: dict[str, Callable[[], Any]] = {
+    "DescribeRegions": DescribeRegionsRequest.DescribeRegionsRequest,
+    "DescribeInstanceTypes": DescribeInstanceTypesRequest.DescribeInstanceTypesRequest,
+    "DescribeAvailableResource": DescribeAvailableResourceRequest.DescribeAvailableResourceRequest,
+    "DescribeSpotPriceHistory": DescribeSpotPriceHistoryRequest.DescribeSpotPriceHistoryRequest,
+    "DescribePrice": DescribePriceRequest.DescribePriceRequest,
+    "DescribeSpotAdvice": DescribeSpotAdviceRequest.DescribeSpotAdviceRequest,
+    "RunInstances": RunInstancesRequest.RunInstancesRequest,
+    "DeleteInstance": DeleteInstanceRequest.DeleteInstanceRequest,
+    "DescribeInstances": DescribeInstancesRequest.DescribeInstancesRequest,
+}
+
+CAPACITY_CODES = frozenset({
+    "OperationDenied.NoStock", "InvalidResourceType.NotSupported", "Zone.NotOnSale",
+    "Zone.NotOpen", "InstanceType.Offline", "InvalidVSwitchId.IpNotEnough",
+    "ResourceNotAvailable", "InvalidSpotPriceLimit.LowerThanPublicPrice",
+    "InvalidInstanceType.ZoneNotSupported", "OperationDenied.ZoneNotAllowed",
+})
+QUOTA_PREFIXES = ("QuotaExceed", "QuotaExceeded", "OperationDenied.QuotaExceed")
+QUOTA_CODES = frozenset({"Account.Arrearage", "InvalidAccountStatus.NotEnoughBalance",
+                         "InstanceLimitExceeded"})
+AUTH_PREFIXES = ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden", "Forbbiden",
+                 "Forbedden")
+AUTH_CODES = frozenset({
+    "SignatureDoesNotMatch", "InvalidAccessKeySecret", "IncompleteSignature",
+    "InvalidTimeStamp.Expired", "InvalidTimeStamp.Format", "Abs.InvalidAccount.NotFound",
+    "InvalidUserType.NotSupported", "NoPermission", "UnauthorizedOperation",
+    "SDK.InvalidCredential", "SDK.GetSessionCredentialFailed",
+})
+NOT_FOUND_CODES = frozenset({"InvalidInstanceId.NotFound", "InvalidInstanceId.MalFormed",
+                             "Invalid.InstanceId.NotFound", "InvalidInstanceIds.NotFound"})
+TRANSIENT_PREFIXES = ("Throttling",)
+TRANSIENT_CODES = frozenset({
+    "ServiceUnavailable", "InternalError", "UnknownError", "SignatureNonceUsed",
+    "OperationConflict", "IncorrectInstanceStatus", "LastTokenProcessing",
+    "SDK.HttpError", "SDK.ServerUnreachable", "SDK.UnknownServerError",
+})
+_SILENT_MESSAGE_CODES = frozenset({"SignatureDoesNotMatch", "IncompleteSignature"})
+_MESSAGE_MAX = 400
+
+log = logging.getLogger(__name__)
+
+
+# ----- secrets out of the SDK's logs ----------------------------------------------------------
+class _RedactRequests(logging.Filter):
+    """Drops SDK records that would print request parameters or URLs: ``UserData`` (the agent's
+    token and store credentials), ``AccessKeyId`` and ``Signature``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record we cannot render is not worth the risk
+            return False
+        return not any(word in text for word in ("UserData", "AccessKeyId", "Signature="))
+
+
+_REDACTION_INSTALLED = False
+_MODULE_LOCK = threading.Lock()
+
+
+def install_log_redaction() -> None:
+    """Attach :class:`_RedactRequests` to the SDK loggers that print requests (idempotent;
+    thread-safe)."""
+    global _REDACTION_INSTALLED
+    with _MODULE_LOCK:
+        if _REDACTION_INSTALLED:
+            return
+        for name in ("aliyunsdkcore.client", "aliyunsdkcore.http.http_response",
+                     "aliyunsdkcore.vendored.requests.packages.urllib3.connectionpool"):
+            logging.getLogger(name).addFilter(_RedactRequests())
+        _REDACTION_INSTALLED = True
+
+
+# ----- errors ---------------------------------------------------------------------------------
+def error_class(code: str, http_status: int = 0) -> type[ProviderError]:
+    """The :mod:`providers.errors` class for an ECS (or SDK) error ``code`` (see the module
+    docstring); HTTP ≥ 500 with an unknown code is transient."""
+    if code in CAPACITY_CODES:
+        return CapacityError
+    if code in QUOTA_CODES or code.startswith(QUOTA_PREFIXES):
+        return QuotaError
+    if code in AUTH_CODES or code.startswith(AUTH_PREFIXES):
+        return AuthError
+    if code in NOT_FOUND_CODES:
+        return NotFoundError
+    if code in TRANSIENT_CODES or code.startswith(TRANSIENT_PREFIXES) or http_status >= 500:
+        return TransientError
+    return ProviderError
+
+
+def map_error(exc: Exception, action: str, region: str) -> ProviderError:
+    """Translate an SDK exception into the :mod:`providers.errors` tree. ``action`` is the ECS
+    action (``RunInstances``), ``region`` where it was called."""
+    where = f"aliyun {action} in {region}"
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, ServerException):
+        code = str(exc.get_error_code() or "Unknown")
+        status = int(exc.get_http_status() or 0)
+        message = "" if code in _SILENT_MESSAGE_CODES else str(exc.get_error_msg() or "")
+        text = f"{where}: {code}: {message[:_MESSAGE_MAX]}".rstrip(": ")
+        if status:
+            text += f" (HTTP {status})"
+        return error_class(code, status)(text, provider=PROVIDER, code=code)
+    if isinstance(exc, ClientException):
+        code = str(exc.get_error_code() or "SDK.Unknown")
+        detail = ("cannot reach the endpoint" if code == "SDK.HttpError"
+                  else str(exc.get_error_msg() or "")[:_MESSAGE_MAX])
+        return error_class(code)(f"{where}: {code}: {detail}", provider=PROVIDER, code=code)
+    return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
+                         provider=PROVIDER, code=type(exc).__name__)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, TransientError)
+
+
+class RequestCounter:
+    """HTTP requests sent (retries included) per ECS action. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, action: str) -> None:
+        with self._lock:
+            self._counts[action] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+
+def ecs_time(value: datetime) -> str:
+    """An aware datetime → ``yyyy-MM-ddTHH:mm:ssZ`` (UTC), the format ECS time parameters take."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class AliyunClient:
+    """The ECS API of one Alibaba Cloud adapter: one SDK ``AcsClient`` per region.
+
+    - **regions**: region ids the clients are for.
+    - **endpoint_url**: ``http(s)://host[:port]`` every request goes to (a local fake, a VPC
+      endpoint); None = the SDK's endpoint of each region, over HTTPS.
+    - **ecs_ram_role**: RAM role of the ECS instance to take credentials from when none are in
+      the environment (see :func:`credentials_from_env`).
+    - **max_attempts**, **retry_base_wait_s**, **retry_max_wait_s**: tenacity's retry of
+      transient failures (tries in all; first wait; longest wait, seconds).
+    - **environ**: where to read credentials (default ``os.environ``); **sleep**: the wait
+      function (tests pass a recorder).
+
+    Creating it makes no request and reads no credentials; the first call does (missing
+    credentials → :class:`AuthError` then). Thread-safe. ``requests`` counts every HTTP request
+    sent, retries included, per action.
+    """
+
+    def __init__(self, regions: Iterable[str], *, endpoint_url: str | None = None,
+                 ecs_ram_role: str | None = None, max_attempts: int = 5,
+                 retry_base_wait_s: float = 0.5, retry_max_wait_s: float = 20.0,
+                 environ: Mapping[str, str] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        install_log_redaction()
+        self.regions = list(regions)
+        self.ecs_ram_role = ecs_ram_role
+        self._environ = environ if environ is not None else os.environ
+        self._endpoint: tuple[str, str] | None = None
+        if endpoint_url:
+            parts = urlsplit(endpoint_url)
+            self._endpoint = (parts.netloc, parts.scheme)
+        self._retrying = dict(
+            stop=stop_after_attempt(max_attempts),
+            wait=wait_random_exponential(multiplier=retry_base_wait_s, max=retry_max_wait_s),
+            retry=retry_if_exception(_retryable), reraise=True, sleep=sleep)
+        self._lock = threading.Lock()
+        self._clients: dict[str, AcsClient] = {}
+        self.requests = RequestCounter()
+
+    # ----- credentials and transport ---------------------------------------------------------
+    def credentials_source(self) -> str | None:
+        """Where credentials come from (``env ALIBABA_CLOUD_ACCESS_KEY_ID``, ``env … + STS
+        token``, ``ecs ram role NAME``), or None when there are none. Never the credentials."""
+        for id_name, secret_name in ACCESS_KEY_ENV:
+            if self._environ.get(id_name) and self._environ.get(secret_name):
+                sts = " + STS token" if self._environ.get(SECURITY_TOKEN_ENV) else ""
+                return f"env {id_name}{sts}"
+        return f"ecs ram role {self.ecs_ram_role}" if self.ecs_ram_role else None
+
+    def _new_acs_client(self, region: str) -> AcsClient:
+        common: dict[str, Any] = dict(region_id=region, auto_retry=False,
+                                      connect_timeout=CONNECT_TIMEOUT_S, timeout=READ_TIMEOUT_S,
+                                      pool_size=8, user_agent="gpu-arbiter")
+        for id_name, secret_name in ACCESS_KEY_ENV:
+            key_id, secret = self._environ.get(id_name), self._environ.get(secret_name)
+            if key_id and secret:
+                token = self._environ.get(SECURITY_TOKEN_ENV)
+                if token:
+                    return AcsClient(credential=StsTokenCredential(key_id, secret, token),
+                                     **common)
+                return AcsClient(ak=key_id, secret=secret, **common)
+        if self.ecs_ram_role:
+            return AcsClient(credential=EcsRamRoleCredential(self.ecs_ram_role), **common)
+        raise AuthError(f"aliyun in {region}: no credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and "
+                        "ALIBABA_CLOUD_ACCESS_KEY_SECRET (and ALIBABA_CLOUD_SECURITY_TOKEN for "
+                        "STS), or ecs_ram_role when the daemon runs on ECS",
+                        provider=PROVIDER, code="NoCredentials")
+
+    def _acs(self, region: str) -> AcsClient:
+        with self._lock:
+            client = self._clients.get(region)
+            if client is None:
+                client = self._clients[region] = self._new_acs_client(region)
+            return client
+
+    def call(self, region: str, action: str, params: Mapping[str, Any] | None = None
+             ) -> dict[str, Any]:
+        """One ECS action in ``region`` with ``params`` (query parameters; ``RegionId`` is
+        added), retried on transient failures. Returns the parsed JSON answer. Raises mapped
+        errors (see the module docstring)."""
+        for attempt in Retrying(**self._retrying):
+            with attempt:
+                return self._call_once(region, action, params or {})
+        raise AssertionError("unreachable")  # pragma: no cover (reraise=True)
+
+    def _call_once(self, region: str, action: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        request = REQUESTS[action]()
+        request.add_query_param("RegionId", region)
+        for key, value in params.items():
+            if value is not None:
+                request.add_query_param(key, _param_text(value))
+        if self._endpoint is not None:
+            request.set_endpoint(self._endpoint[0])
+            request.set_protocol_type(self._endpoint[1])
+        else:
+            request.set_protocol_type("https")
+        client = self._acs(region)
+        self.requests.add(action)
+        try:
+            body = client.do_action_with_exception(request)
+        except (ServerException, ClientException) as exc:
+            raise map_error(exc, action, region) from None
+        try:
+            answer = json.loads(body)
+        except (TypeError, ValueError):
+            raise ProviderError(f"aliyun {action} in {region}: the answer is not JSON",
+                                provider=PROVIDER, code="BadResponse") from None
+        if not isinstance(answer, dict):
+            raise ProviderError(f"aliyun {action} in {region}: the answer is not an object",
+                                provider=PROVIDER, code="BadResponse")
+        return answer
+
+    # ----- regions, instance types, availability ----------------------------------------------
+    def describe_regions(self, region: str) -> list[dict[str, Any]]:
+        """``DescribeRegions`` (asked in ``region``): ``[{"RegionId", "LocalName",
+        "RegionEndpoint", "Status"}, …]``. Raises mapped errors."""
+        answer = self.call(region, "DescribeRegions", {"AcceptLanguage": "en-US"})
+        return list((answer.get("Regions") or {}).get("Region") or [])
+
+    def iter_instance_types(self, region: str) -> Iterator[dict[str, Any]]:
+        """Every ``InstanceType`` dict with at least one GPU (``DescribeInstanceTypes``,
+        ``MinimumGPUAmount=1``, paged by ``MaxResults``/``NextToken``). Endpoints that ignore
+        the filter return CPU types too (``GPUAmount`` 0); the caller skips them."""
+        token: str | None = None
+        while True:
+            answer = self.call(region, "DescribeInstanceTypes", {
+                "MinimumGPUAmount": 1, "MaxResults": INSTANCE_TYPES_PAGE, "NextToken": token})
+            yield from (answer.get("InstanceTypes") or {}).get("InstanceType") or []
+            token = answer.get("NextToken") or None
+            if not token:
+                return
+
+    def available_zones(self, region: str, spot: bool, spot_duration_h: int = 1
+                        ) -> list[dict[str, Any]]:
+        """``AvailableZone`` dicts of ``DescribeAvailableResource`` for pay-as-you-go instance
+        types (``DestinationResource=InstanceType``, I/O optimized, VPC), spot
+        (``SpotAsPriceGo``) or on-demand (``NoSpot``). Raises mapped errors."""
+        params: dict[str, Any] = {
+            "DestinationResource": "InstanceType", "InstanceChargeType": "PostPaid",
+            "SpotStrategy": "SpotAsPriceGo" if spot else "NoSpot", "IoOptimized": IO_OPTIMIZED,
+            "NetworkCategory": NETWORK_TYPE, "ResourceType": "instance"}
+        if spot:
+            params["SpotDuration"] = spot_duration_h
+        answer = self.call(region, "DescribeAvailableResource", params)
+        return list((answer.get("AvailableZones") or {}).get("AvailableZone") or [])
+
+    # ----- prices and advice ----------------------------------------------------------------
+    def iter_spot_prices(self, region: str, instance_type: str, start: datetime,
+                         end: datetime | None = None, *, spot_duration_h: int = 1
+                         ) -> Iterator[tuple[dict[str, Any], str | None]]:
+        """(``SpotPriceType`` record, the answer's ``Currency``) for every zone of ``region``
+        (``DescribeSpotPriceHistory``, Linux, VPC, I/O optimized), from ``start`` (clamped to
+        ECS's 30 days) to ``end`` (None = now), paged with ``Offset``/``NextOffset``. Raises
+        mapped errors."""
+        params: dict[str, Any] = {
+            "InstanceType": instance_type, "NetworkType": NETWORK_TYPE,
+            "IoOptimized": IO_OPTIMIZED, "OSType": OS_TYPE, "SpotDuration": spot_duration_h,
+            "StartTime": ecs_time(start)}
+        if end is not None:
+            params["EndTime"] = ecs_time(end)
+        offset = 0
+        while True:
+            answer = self.call(region, "DescribeSpotPriceHistory", {**params, "Offset": offset})
+            records = (answer.get("SpotPrices") or {}).get("SpotPriceType") or []
+            currency = answer.get("Currency")
+            for record in records:
+                yield record, currency
+            next_offset = answer.get("NextOffset")
+            if not records or next_offset in (None, "", 0) or int(next_offset) <= offset:
+                return
+            offset = int(next_offset)
+
+    def describe_price(self, region: str, instance_type: str) -> dict[str, Any]:
+        """``PriceInfo.Price`` of ``DescribePrice`` for one hour of a pay-as-you-go
+        ``instance_type`` in ``region`` (Linux, VPC, I/O optimized): ``{"Currency",
+        "OriginalPrice", "DiscountPrice", "TradePrice"}``. Raises mapped errors (no price:
+        ``PriceNotFound`` → :class:`ProviderError`)."""
+        answer = self.call(region, "DescribePrice", {
+            "ResourceType": "instance", "InstanceType": instance_type,
+            "PriceUnit": "Hour", "Period": 1, "Amount": 1, "IoOptimized": IO_OPTIMIZED,
+            "InstanceNetworkType": NETWORK_TYPE, "Platform": OS_TYPE})
+        return dict((answer.get("PriceInfo") or {}).get("Price") or {})
+
+    def spot_advice(self, region: str, instance_types: Iterable[str]) -> list[dict[str, Any]]:
+        """``AvailableSpotZone`` dicts of ``DescribeSpotAdvice`` for ``instance_types`` (10 per
+        request): per zone, ``AvailableSpotResources.AvailableSpotResource[]`` with
+        ``InstanceType``, ``InterruptionRate`` (percent), ``InterruptRateDesc``,
+        ``AverageSpotDiscount``. Raises mapped errors."""
+        zones: list[dict[str, Any]] = []
+        for batch in _chunks(sorted(set(instance_types)), ADVICE_TYPES_PER_REQUEST):
+            params = {f"InstanceTypes.{i}": t for i, t in enumerate(batch, start=1)}
+            answer = self.call(region, "DescribeSpotAdvice", params)
+            zones += (answer.get("AvailableSpotZones") or {}).get("AvailableSpotZone") or []
+        return zones
+
+    # ----- instances ------------------------------------------------------------------------
+    def run_instance(self, region: str, params: Mapping[str, Any]) -> str:
+        """``RunInstances`` with ``params`` (from :func:`providers.aliyun.launch.run_instances_params`,
+        ``ClientToken`` included); returns the instance id. Raises mapped errors, or
+        :class:`ProviderError` when the answer names no instance."""
+        answer = self.call(region, "RunInstances", params)
+        ids = (answer.get("InstanceIdSets") or {}).get("InstanceIdSet") or []
+        if not ids:
+            raise ProviderError(f"aliyun RunInstances in {region}: no instance id in the answer",
+                                provider=PROVIDER, code="BadResponse")
+        return str(ids[0])
+
+    def delete_instance(self, region: str, instance_id: str) -> None:
+        """``DeleteInstance`` with ``Force=true`` (releases a running instance). Raises mapped
+        errors; :class:`NotFoundError` when ``region`` has no such instance."""
+        self.call(region, "DeleteInstance", {"InstanceId": instance_id, "Force": True})
+
+    def iter_instances(self, region: str, tags: Mapping[str, str] | None = None,
+                       instance_ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
+        """``Instance`` dicts of ``DescribeInstances`` in ``region`` carrying every tag of
+        ``tags`` (``Tag.N.Key``/``Tag.N.Value``, at most 20) and, when given, with one of
+        ``instance_ids`` (100 per request), paged by ``MaxResults``/``NextToken``."""
+        base: dict[str, Any] = {"MaxResults": INSTANCES_PAGE}
+        for i, (key, value) in enumerate((tags or {}).items(), start=1):
+            base[f"Tag.{i}.Key"], base[f"Tag.{i}.Value"] = key, value
+        batches: Iterable[list[str] | None] = (
+            _chunks(instance_ids, INSTANCES_PAGE) if instance_ids is not None else [None])
+        for batch in batches:
+            params = dict(base, InstanceIds=json.dumps(batch) if batch is not None else None)
+            token: str | None = None
+            while True:
+                answer = self.call(region, "DescribeInstances", {**params, "NextToken": token})
+                yield from (answer.get("Instances") or {}).get("Instance") or []
+                token = answer.get("NextToken") or None
+                if not token:
+                    break
+
+    def close(self) -> None:
+        """Close the HTTP sessions of the regions' clients."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                client.session.close()
+            except Exception:  # closing is best effort
+                pass
+
+
+def _param_text(value: Any) -> str:
+    """A query parameter as ECS expects it: booleans ``true``/``false``, numbers as text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)

@@ -1,0 +1,498 @@
+"""Pure translation between ECS API dicts and gpu-arbiter models: no I/O, no clock.
+
+Sources of each input (ECS API 2014-05-26 JSON answers, as documented in
+``shared/data/api_examples/aliyun_ecs``):
+
+- ``InstanceType`` (``DescribeInstanceTypes``): ``GPUAmount`` (GPUs), ``GPUSpec`` (``"NVIDIA
+  T4"``), ``GPUMemorySize`` (**GiB per GPU**, a float: the API reference of the current ECS
+  SDK, ``alibabacloud_ecs20140526``, documents it as "The amount of GPU memory per GPU. Unit:
+  GiB"; the older reference in ``source_md`` predates the field), ``CpuCoreCount`` (vCPUs),
+  ``MemorySize`` (GiB). When ``GPUMemorySize`` is absent or 0 the per-GPU memory of the family
+  from Alibaba's GPU instance-type page (:data:`FAMILY_VRAM_GIB`) is used.
+- ``AvailableZone`` (``DescribeAvailableResource``, ``DestinationResource=InstanceType``).
+- ``SpotPriceType`` (``DescribeSpotPriceHistory``): ``SpotPrice`` and ``OriginPrice`` (the
+  pay-as-you-go price of the same configuration), per hour, in the answer's ``Currency``;
+  ``Timestamp`` ``yyyy-MM-ddTHH:mm:ssZ``.
+- ``PriceInfo.Price`` (``DescribePrice``): ``OriginalPrice`` (list price per hour, used as the
+  on-demand price, like AWS's list prices), ``TradePrice`` (after the account's discounts) and
+  ``Currency``.
+- ``AvailableSpotZone`` (``DescribeSpotAdvice``): ``InterruptionRate``, the average release
+  rate of spot instances over the last 30 days in percent, and ``InterruptRateDesc``.
+- ``Instance`` (``DescribeInstances``).
+
+Prices are converted to USD with :class:`Currencies` (``Offer`` and ``PriceObservation`` carry
+USD only); :class:`NativePrice` keeps what ECS said.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from scheduler.models import (
+    Instance,
+    InstanceState,
+    Market,
+    Offer,
+    OfferKey,
+    PreemptionNotice,
+    PriceObservation,
+)
+
+PROVIDER = "aliyun"
+# Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
+# instance types" page (shared/data .../GPUInstanceTypes.md): used only when an answer lacks
+# GPUMemorySize. Fractional (vgn*) families are left out: their share is not derivable.
+FAMILY_VRAM_GIB: dict[str, float] = {"ecs.gn7": 40.0, "ecs.gn6e": 32.0, "ecs.gn6v": 16.0,
+                                     "ecs.gn6i": 16.0, "ecs.gn5": 16.0, "ecs.gn5i": 8.0}
+# DescribeSpotAdvice InterruptRateDesc → interruption risk, used when InterruptionRate itself
+# is missing: the bucket's midpoint, and 0.25 for the open "10-100%" bucket (a representative
+# value, as the AWS adapter takes 0.25 for Spot Advisor's ">20%").
+RISK_BY_RATE_DESC: dict[str, float] = {"0-3%": 0.015, "3-5%": 0.04, "5-10%": 0.075,
+                                       "10-100%": 0.25}
+# ECS puts a reclaimed spot instance in the Recycling lock and releases it about five minutes
+# later (PreemptibleOverview.md: "After five minutes, the instance is automatically released").
+SPOT_NOTICE_LEAD_S = 300
+AVAILABLE = "Available"
+IN_STOCK = frozenset({"WithStock", "ClosedWithStock"})
+# ECS Status → InstanceState. We never stop instances: a Stopped one was stopped by someone
+# else and no longer runs its job (as the AWS adapter treats EC2's "stopped").
+STATES: dict[str, InstanceState] = {
+    "Pending": InstanceState.PENDING, "Starting": InstanceState.PENDING,
+    "Running": InstanceState.RUNNING, "Stopping": InstanceState.SHUTTING_DOWN,
+    "Stopped": InstanceState.TERMINATED, "Deleted": InstanceState.TERMINATED,
+}
+
+
+# ----- currencies ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Currencies:
+    """Converts prices to USD. ``default`` is the currency of answers that name none (the
+    site's); ``usd_per_unit`` maps a currency code to USD per one unit (USD is always 1)."""
+
+    default: str
+    usd_per_unit: Mapping[str, float]
+
+    def code(self, currency: str | None) -> str:
+        return (currency or self.default).upper()
+
+    def rate(self, currency: str | None) -> float:
+        """USD per one unit of ``currency``. Raises ``ValueError`` when no rate is configured."""
+        code = self.code(currency)
+        if code == "USD":
+            return 1.0
+        rate = self.usd_per_unit.get(code)
+        if rate is None:
+            raise ValueError(f"no exchange rate for {code}: add exchange_rates_usd: "
+                             f"{{{code}: <USD per 1 {code}>}}")
+        return rate
+
+    def to_usd(self, amount: float, currency: str | None) -> float:
+        return amount * self.rate(currency)
+
+
+@dataclass(frozen=True)
+class NativePrice:
+    """A price as ECS stated it: ``price`` (and ``on_demand_price``) per hour in ``currency``,
+    converted at ``usd_per_unit``, observed at ``at`` (aware UTC)."""
+
+    price: float
+    currency: str
+    usd_per_unit: float
+    at: datetime
+    on_demand_price: float | None = None
+
+
+def _number(value: Any, field: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field} {value!r} is not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{field} {value!r} is not a price")
+    return number
+
+
+def parse_time(value: str) -> datetime:
+    """An ECS time (``2019-11-19T06:00:00Z``, or ``2017-12-10T04:04Z`` as DescribeInstances
+    writes ``CreationTime``) → aware UTC. Raises ``ValueError``."""
+    text = str(value).strip().replace("Z", "+00:00")
+    parsed = datetime.fromisoformat(text)
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(
+        timezone.utc)
+
+
+# ----- instance types ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuInstanceType:
+    """One GPU instance type. ``vram_gib`` is per GPU."""
+
+    instance_type: str
+    family: str
+    gpu_model: str
+    gpu_count: int
+    vram_gib: float
+    vcpus: int
+    memory_gib: float
+
+
+def gpu_model_name(spec: str) -> str:
+    """``"NVIDIA T4"`` → ``"T4"``, ``"NVIDIA A100"`` → ``"A100"`` (the vendor dropped, so
+    models compare across clouds: AWS says ``T4``); other strings are kept trimmed."""
+    text = " ".join(str(spec).split())
+    for vendor in ("NVIDIA ", "Nvidia ", "AMD "):
+        if text.startswith(vendor):
+            return text[len(vendor):]
+    return text or "unknown"
+
+
+def gpu_instance_type(info: dict[str, Any]) -> GpuInstanceType | None:
+    """``InstanceType`` → :class:`GpuInstanceType`, or None when it has no GPU (``GPUAmount``
+    0 or absent). Raises ``ValueError`` naming the field when a GPU type lacks
+    ``InstanceTypeId``, ``CpuCoreCount`` or ``MemorySize``, or its per-GPU memory is unknown
+    (no ``GPUMemorySize`` and a family not in :data:`FAMILY_VRAM_GIB`)."""
+    try:
+        count = int(info.get("GPUAmount") or 0)
+    except (TypeError, ValueError):
+        raise ValueError(f"GPUAmount {info.get('GPUAmount')!r} is not a number") from None
+    if count <= 0:
+        return None
+    name = str(info.get("InstanceTypeId") or "")
+    if not name:
+        raise ValueError("a GPU instance type without InstanceTypeId")
+    try:
+        vcpus, memory = int(info["CpuCoreCount"]), float(info["MemorySize"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"instance type {name!r}: CpuCoreCount or MemorySize missing") from None
+    family = str(info.get("InstanceTypeFamily") or name.rsplit(".", 1)[0].split("-")[0])
+    vram = float(info.get("GPUMemorySize") or 0) or FAMILY_VRAM_GIB.get(family, 0.0)
+    if vram <= 0:
+        raise ValueError(f"instance type {name!r}: GPUMemorySize missing and family {family!r} "
+                         "has no documented GPU memory")
+    return GpuInstanceType(instance_type=name, family=family,
+                           gpu_model=gpu_model_name(info.get("GPUSpec") or ""), gpu_count=count,
+                           vram_gib=vram, vcpus=vcpus, memory_gib=memory)
+
+
+def gpu_instance_types(infos: Iterable[dict[str, Any]], patterns: Iterable[str] = ()
+                       ) -> tuple[dict[str, GpuInstanceType], int]:
+    """instance type → :class:`GpuInstanceType` for the GPU types among ``infos`` matching any
+    of ``patterns`` (``*`` wildcards; none = all). Returns (types, number skipped as
+    malformed)."""
+    wanted = list(patterns)
+    out: dict[str, GpuInstanceType] = {}
+    skipped = 0
+    for info in infos:
+        try:
+            gpu = gpu_instance_type(info)
+        except ValueError:
+            skipped += 1
+            continue
+        if gpu is None or (wanted and not any(fnmatch.fnmatchcase(gpu.instance_type, p)
+                                              for p in wanted)):
+            continue
+        out[gpu.instance_type] = gpu
+    return out, skipped
+
+
+def zones_by_type(available_zones: Iterable[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """``AvailableZone`` dicts → instance type → sorted zones where it can be bought now: the
+    zone and the type ``Available`` with stock (``WithStock`` or ``ClosedWithStock``)."""
+    zones: dict[str, set[str]] = {}
+    for zone in available_zones:
+        zone_id = zone.get("ZoneId")
+        if not zone_id or zone.get("Status", AVAILABLE) != AVAILABLE:
+            continue
+        for resource in (zone.get("AvailableResources") or {}).get("AvailableResource") or []:
+            if resource.get("Type", "InstanceType") != "InstanceType":
+                continue
+            for item in (resource.get("SupportedResources") or {}).get("SupportedResource") or []:
+                if (item.get("Value") and item.get("Status", AVAILABLE) == AVAILABLE
+                        and item.get("StatusCategory", "WithStock") in IN_STOCK):
+                    zones.setdefault(str(item["Value"]), set()).add(str(zone_id))
+    return {t: tuple(sorted(z)) for t, z in zones.items()}
+
+
+# ----- prices --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpotPrice:
+    """One ``SpotPriceType`` record: ``spot`` and ``origin`` (pay-as-you-go) per hour in
+    ``currency`` since ``at`` (aware UTC), in ``zone``."""
+
+    zone: str
+    instance_type: str
+    spot: float
+    origin: float | None
+    currency: str
+    at: datetime
+
+
+def spot_price(record: dict[str, Any], currency: str | None, region: str,
+               currencies: Currencies) -> SpotPrice:
+    """One ``SpotPriceType`` record (and its answer's ``Currency``) → :class:`SpotPrice`.
+    Raises ``ValueError`` naming the field when it is missing or bad, or the zone is not in
+    ``region``."""
+    try:
+        zone, itype = str(record["ZoneId"]), str(record["InstanceType"])
+        at = parse_time(record["Timestamp"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"spot price record missing or bad field: {exc}") from None
+    if not zone.startswith(region):
+        raise ValueError(f"ZoneId {zone!r} is not in region {region}")
+    spot = _number(record.get("SpotPrice"), "SpotPrice")
+    origin = record.get("OriginPrice")
+    return SpotPrice(zone=zone, instance_type=itype, spot=spot,
+                     origin=None if origin in (None, "") else _number(origin, "OriginPrice"),
+                     currency=currencies.code(currency), at=at)
+
+
+def spot_prices(records: Iterable[tuple[dict[str, Any], str | None]], region: str,
+                currencies: Currencies) -> tuple[list[SpotPrice], int]:
+    """Parse every (record, currency) (lazily consumed); returns (prices, number skipped as
+    malformed, see :func:`spot_price`)."""
+    out, skipped = [], 0
+    for record, currency in records:
+        try:
+            out.append(spot_price(record, currency, region, currencies))
+        except ValueError:
+            skipped += 1
+    return out, skipped
+
+
+def latest_spot_prices(prices: Iterable[SpotPrice]) -> dict[tuple[str, str], SpotPrice]:
+    """(zone, instance type) → its most recent :class:`SpotPrice` (the price in effect now)."""
+    latest: dict[tuple[str, str], SpotPrice] = {}
+    for p in prices:
+        key = (p.zone, p.instance_type)
+        if key not in latest or p.at > latest[key].at:
+            latest[key] = p
+    return latest
+
+
+def on_demand_price(price: dict[str, Any], currencies: Currencies) -> tuple[float, str]:
+    """``PriceInfo.Price`` of ``DescribePrice`` → (list price per hour, currency code).
+    ``OriginalPrice`` is the list price; ``TradePrice`` is the fallback when it is absent.
+    Raises ``ValueError`` when neither is a positive number."""
+    for field in ("OriginalPrice", "TradePrice"):
+        value = price.get(field)
+        if value not in (None, ""):
+            amount = _number(value, field)
+            if amount > 0:
+                return amount, currencies.code(price.get("Currency"))
+    raise ValueError("DescribePrice answer has no positive OriginalPrice or TradePrice")
+
+
+def series(region: str, zone: str, instance_type: str, market: Market) -> str:
+    """The series key ``aliyun/<region>/<zone>/<type>/<market>``."""
+    return OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=instance_type,
+                    market=market).series()
+
+
+def price_observations(prices: Iterable[SpotPrice], region: str, currencies: Currencies,
+                       markets: Iterable[Market]) -> tuple[list[PriceObservation], int]:
+    """Per ``SpotPriceType`` record, a spot observation (``SpotPrice``) and an on-demand one
+    (``OriginPrice``), both in USD and stamped with the record's ``Timestamp``; duplicates
+    removed, oldest first. Returns (observations, records left out for want of a rate)."""
+    wanted = set(markets)
+    unique: dict[tuple[str, datetime], PriceObservation] = {}
+    no_rate = 0
+    for p in prices:
+        try:
+            rate = currencies.rate(p.currency)
+        except ValueError:
+            no_rate += 1
+            continue
+        pairs = [(Market.SPOT, p.spot), (Market.ON_DEMAND, p.origin)]
+        for market, amount in pairs:
+            if market in wanted and amount is not None:
+                key = series(region, p.zone, p.instance_type, market)
+                unique[(key, p.at)] = PriceObservation(series=key, observed_at=p.at,
+                                                       price_usd_per_hour=amount * rate)
+    ordered = sorted(unique.values(), key=lambda o: (o.observed_at, o.series))
+    return ordered, no_rate
+
+
+# ----- interruption risk ---------------------------------------------------------------------
+def risk_from_advice(resource: dict[str, Any]) -> float | None:
+    """One ``AvailableSpotResource`` → interruption risk (0–1): ``InterruptionRate`` / 100
+    (the 30-day average release rate, in percent: the same notion as ``Offer.interruption_risk``,
+    the share of spot instances reclaimed over a trailing month), else the
+    :data:`RISK_BY_RATE_DESC` value of ``InterruptRateDesc``; None when neither is readable."""
+    rate = resource.get("InterruptionRate")
+    if rate not in (None, ""):
+        try:
+            value = float(rate)
+        except (TypeError, ValueError):
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return min(value / 100.0, 1.0)
+    return RISK_BY_RATE_DESC.get(str(resource.get("InterruptRateDesc") or "").replace(" ", ""))
+
+
+def advice_risks(zones: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str], float]:
+    """``AvailableSpotZone`` dicts → (zone, instance type) → risk. Resources listed under an
+    entry without ``ZoneId`` (as in the documented example answer) apply region-wide: their
+    key's zone is None."""
+    out: dict[tuple[str | None, str], float] = {}
+    for zone in zones:
+        zone_id = zone.get("ZoneId") or None
+        for resource in (zone.get("AvailableSpotResources") or {}).get(
+                "AvailableSpotResource") or []:
+            risk = risk_from_advice(resource)
+            if risk is not None and resource.get("InstanceType"):
+                out[(zone_id, str(resource["InstanceType"]))] = risk
+    return out
+
+
+def risk_for(risks: Mapping[tuple[str | None, str], float], zone: str, instance_type: str,
+             unknown: float) -> float:
+    """The zone's own risk, else the region-wide one, else ``unknown``."""
+    return risks.get((zone, instance_type), risks.get((None, instance_type), unknown))
+
+
+# ----- offers --------------------------------------------------------------------------------
+def build_offers(region: str, types: Mapping[str, GpuInstanceType],
+                 zones: Mapping[Market, Mapping[str, tuple[str, ...]]],
+                 on_demand: Mapping[str, tuple[float, str]],
+                 spot: Mapping[tuple[str, str], SpotPrice],
+                 risks: Mapping[tuple[str | None, str], float], currencies: Currencies, *,
+                 unknown_risk: float, observed_at: datetime,
+                 launchable_zones: Iterable[str] | None = None
+                 ) -> tuple[list[tuple[Offer, NativePrice]], list[str]]:
+    """The offers of one region, each with its :class:`NativePrice`.
+
+    - **zones**: market → type → zones where ``DescribeAvailableResource`` has stock.
+    - **on_demand**: type → (list price, currency) from ``DescribePrice``; a zone's latest
+      ``OriginPrice`` stands in when the type has none.
+    - **spot**: (zone, type) → latest spot record; a spot offer needs one.
+    - **risks**: see :func:`advice_risks`; types without advice get ``unknown_risk``.
+      On-demand offers carry 0.
+    - **launchable_zones**: when given, only these zones are offered (zones with a vSwitch).
+
+    Returns (offers with native prices, warnings for prices left out for want of a rate).
+    """
+    allowed = set(launchable_zones) if launchable_zones is not None else None
+    offers: list[tuple[Offer, NativePrice]] = []
+    warnings: set[str] = set()
+    for itype in sorted(types):
+        gpu = types[itype]
+        hardware: dict[str, Any] = {
+            "provider": PROVIDER, "region": region, "instance_type": itype,
+            "gpu_model": gpu.gpu_model, "gpu_count": gpu.gpu_count, "vram_gib": gpu.vram_gib,
+            "vcpus": gpu.vcpus, "memory_gib": gpu.memory_gib, "observed_at": observed_at}
+        for market in (Market.ON_DEMAND, Market.SPOT):
+            for zone in (zones.get(market) or {}).get(itype, ()):
+                if allowed is not None and zone not in allowed:
+                    continue
+                try:
+                    pair = _offer(market, zone, itype, hardware, on_demand.get(itype),
+                                  spot.get((zone, itype)), currencies, observed_at,
+                                  risk_for(risks, zone, itype, unknown_risk))
+                except ValueError as exc:
+                    warnings.add(str(exc))
+                    continue
+                if pair is not None:
+                    offers.append(pair)
+    return offers, sorted(warnings)
+
+
+def _offer(market: Market, zone: str, itype: str, hardware: dict[str, Any],
+           list_price: tuple[float, str] | None, spot: SpotPrice | None,
+           currencies: Currencies, observed_at: datetime, risk: float
+           ) -> tuple[Offer, NativePrice] | None:
+    od_native: tuple[float, str] | None = list_price
+    if od_native is None and spot is not None and spot.origin is not None:
+        od_native = (spot.origin, spot.currency)
+    od_usd = currencies.to_usd(*od_native) if od_native else None
+    if market is Market.ON_DEMAND:
+        if od_native is None or od_usd is None:
+            return None
+        native = NativePrice(price=od_native[0], currency=od_native[1],
+                             usd_per_unit=currencies.rate(od_native[1]), at=observed_at,
+                             on_demand_price=od_native[0])
+        return (Offer(zone=zone, market=market, price_usd_per_hour=od_usd,
+                      on_demand_price_usd_per_hour=od_usd, interruption_risk=0.0, **hardware),
+                native)
+    if spot is None:
+        return None
+    rate = currencies.rate(spot.currency)
+    native = NativePrice(price=spot.spot, currency=spot.currency, usd_per_unit=rate, at=spot.at,
+                         on_demand_price=od_native[0] if od_native else None)
+    return (Offer(zone=zone, market=market, price_usd_per_hour=spot.spot * rate,
+                  on_demand_price_usd_per_hour=od_usd, interruption_risk=risk, **hardware),
+            native)
+
+
+def on_demand_observations(region: str, zones: Mapping[str, tuple[str, ...]],
+                           prices: Mapping[str, tuple[float, str]], currencies: Currencies,
+                           observed_at: datetime) -> list[PriceObservation]:
+    """One on-demand observation per (zone, type) from ``DescribePrice`` list prices, in USD,
+    stamped ``observed_at`` (when they were fetched). Types without a rate are left out."""
+    out = []
+    for itype, (amount, currency) in sorted(prices.items()):
+        try:
+            usd = currencies.to_usd(amount, currency)
+        except ValueError:
+            continue
+        out += [PriceObservation(series=series(region, zone, itype, Market.ON_DEMAND),
+                                 observed_at=observed_at, price_usd_per_hour=usd)
+                for zone in zones.get(itype, ())]
+    return out
+
+
+# ----- instances -----------------------------------------------------------------------------
+def tags_of(raw: dict[str, Any]) -> dict[str, str]:
+    """``Tags.Tag[] = {"TagKey", "TagValue"}`` → ``{key: value}``."""
+    tags = (raw.get("Tags") or {}).get("Tag") or []
+    return {str(t.get("TagKey")): str(t.get("TagValue") or "") for t in tags if t.get("TagKey")}
+
+
+def is_recycling(raw: dict[str, Any]) -> bool:
+    """True when ECS is reclaiming the (spot) instance: an ``OperationLocks.LockReason[]`` entry
+    with ``LockReason`` ``Recycling`` (PreemptibleOverview.md)."""
+    locks = (raw.get("OperationLocks") or {}).get("LockReason") or []
+    return any(str(lock.get("LockReason")) == "Recycling" for lock in locks)
+
+
+def recycling_notice(first_seen_at: datetime, now: datetime) -> PreemptionNotice:
+    """The notice for an instance first seen ``Recycling`` at ``first_seen_at``: release about
+    five minutes later (:data:`SPOT_NOTICE_LEAD_S`)."""
+    return PreemptionNotice(action="terminate",
+                            action_at=first_seen_at + timedelta(seconds=SPOT_NOTICE_LEAD_S),
+                            received_at=now)
+
+
+def instance_from_api(raw: dict[str, Any], region: str, *, client_token_tag: str,
+                      notice: PreemptionNotice | None = None) -> Instance:
+    """An ECS ``Instance`` dict → :class:`Instance`.
+
+    Market: ``spot`` unless ``SpotStrategy`` is ``NoSpot`` (or absent). ``Status`` maps through
+    :data:`STATES`. The client token is read from the ``client_token_tag`` tag (ECS does not
+    return ``ClientToken``). Raises ``ValueError`` naming the field for an unknown status or a
+    missing field.
+    """
+    try:
+        instance_id, itype = str(raw["InstanceId"]), str(raw["InstanceType"])
+        zone, status = str(raw["ZoneId"]), str(raw["Status"])
+        launched_at = parse_time(raw["CreationTime"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"ECS instance missing or bad field: {exc!r}") from None
+    if status not in STATES:
+        raise ValueError(f"ECS instance {instance_id}: Status {status!r}; known: "
+                         f"{', '.join(STATES)}")
+    state = STATES[status]
+    market = Market.ON_DEMAND if raw.get("SpotStrategy", "NoSpot") == "NoSpot" else Market.SPOT
+    tags = tags_of(raw)
+    return Instance(
+        id=instance_id, provider=PROVIDER,
+        offer=OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=itype,
+                       market=market),
+        client_token=tags.get(client_token_tag, ""), state=state, launched_at=launched_at,
+        tags=tags, notice=notice,
+        terminated_reason=("stopped" if status in ("Stopped", "Stopping") else
+                           "released" if status == "Deleted" else None),
+    )
