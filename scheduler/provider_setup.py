@@ -7,6 +7,8 @@
         market: examples/market.yaml # relative paths are relative to the config file
       - kind: aws                    # (each kind documents its own fields: AwsConfig)
         regions: [us-east-1]
+      - kind: catalog                # public catalogs, display/planning only: CatalogConfig
+        catalogs: [{provider: gcp, path: ${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv}]
 
 With no config file the daemon runs the replayed example market. Each kind registers a factory
 in :data:`FACTORIES`: it receives the entry (a mapping, ``kind`` included), the folder of the
@@ -110,7 +112,23 @@ def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     return AwsProvider(AwsConfig.model_validate(entry), home / "aws")
 
 
-FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws}
+def _catalog(entry: dict[str, Any], base: Path, home: Path) -> Provider:
+    """``kind: catalog``: public SkyPilot-format catalogs, display and planning only
+    (:class:`providers.catalog.provider.CatalogConfig`). Paths may use ``${GA_DATA_DIR}`` and
+    are relative to the config file; URL bodies are cached under ``GA_HOME/catalogs``."""
+    from providers.catalog.provider import CatalogConfig, CatalogProvider
+    from providers.replay.market import expand_path
+
+    config = CatalogConfig.model_validate(entry)
+    for spec in config.catalogs:
+        if spec.path is not None:
+            spec.path = expand_path(str(spec.path), base)
+            if not spec.path.is_file():
+                raise ProviderConfigError(f"catalogs: {spec.path} is not a file")
+    return CatalogProvider(config, home / "catalogs")
+
+
+FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws, "catalog": _catalog}
 
 
 def default_entries() -> list[dict[str, Any]]:

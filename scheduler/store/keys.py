@@ -9,10 +9,13 @@ PREFIX = "ga"
 JOBS_INDEX = f"{PREFIX}:jobs"                 # zset job_id -> created ms
 ACTIVE_JOBS = f"{PREFIX}:jobs:active"         # set of non-terminal job ids
 INSTANCES_INDEX = f"{PREFIX}:instances"       # set of instance ids we launched
-SERIES_INDEX = f"{PREFIX}:series"             # set of price series keys
+SERIES_INDEX = f"{PREFIX}:series"             # set of price series keys (every series with history)
 OFFER_PROVIDERS = f"{PREFIX}:offers:providers"  # set of provider names with offers
 UNAVAILABLE_OFFERS = f"{PREFIX}:unavailable"   # zset series -> expiry ms
 PREEMPTIONS = f"{PREFIX}:preemptions"          # hash series -> preemptions observed by us
+# Price history (scheduler/store/history.py). One series' keys share the ``{series}`` hash tag.
+HISTORY_CONFIG = f"{PREFIX}:hist:config"      # hash: retention settings shared by all replicas
+HISTORY_HARDWARE = f"{PREFIX}:hist:hardware"  # hash "provider/instance_type" -> hardware JSON
 
 
 def job(job_id: str) -> str:
@@ -40,7 +43,23 @@ def offers(provider: str) -> str:
 
 
 def prices(series: str) -> str:
+    """Legacy (v0) raw price zset; no longer written, history lives under ``history_*``."""
     return f"{PREFIX}:prices:{series}"
+
+
+def history_raw(series: str) -> str:
+    """zset of the series' price changes: member ``"{ms}:{price}"``, score ms (raw tier)."""
+    return f"{PREFIX}:hist:{{{series}}}:raw"
+
+
+def history_hourly(series: str) -> str:
+    """zset of day blobs of hourly rollups, score = the day's start in ms (rollup tier)."""
+    return f"{PREFIX}:hist:{{{series}}}:hourly"
+
+
+def history_meta(series: str) -> str:
+    """hash: extent and tier boundaries of the series (first/last seen ms, rolled-until ms)."""
+    return f"{PREFIX}:hist:{{{series}}}:meta"
 
 
 def lease(name: str) -> str:

@@ -10,13 +10,10 @@ import redis
 
 from scheduler.models import Offer, OfferKey, PriceObservation, parse_lenient
 from scheduler.store import keys
+from scheduler.store.history import HistoryStore, to_ms
 from scheduler.timing import OFFERS_TTL_S
 
 _UNAVAILABLE = keys.UNAVAILABLE_OFFERS
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
 
 
 class OfferStore:
@@ -24,6 +21,7 @@ class OfferStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
+        self.history = HistoryStore(client)
 
     def replace_offers(self, provider: str, offers: Iterable[Offer]) -> int:
         """Make ``offers`` the provider's latest offers, atomically. Returns how many.
@@ -49,33 +47,24 @@ class OfferStore:
         return out
 
     def append_prices(self, observations: Iterable[PriceObservation]) -> int:
-        """Append observations to their series' history (idempotent: the same observation twice
-        is stored once). Returns how many were given."""
-        n = 0
-        with self._r.pipeline(transaction=False) as pipe:
-            for obs in observations:
-                ms = _ms(obs.observed_at)
-                pipe.zadd(keys.prices(obs.series), {f"{ms}:{obs.price_usd_per_hour!r}": ms})
-                pipe.sadd(keys.SERIES_INDEX, obs.series)
-                n += 1
-            pipe.execute()
-        return n
+        """Append observations to their series' history (:class:`HistoryStore`: only price
+        changes are stored; the same observation twice is stored once). Returns how many were
+        given."""
+        return self.history.append(observations).given
 
     def price_history(self, series: str, since: datetime | None = None,
                       until: datetime | None = None) -> list[PriceObservation]:
-        lo = _ms(since) if since else "-inf"
-        hi = _ms(until) if until else "+inf"
-        out = []
-        for member in self._r.zrangebyscore(keys.prices(series), lo, hi):
-            ms, price = member.split(":", 1)
-            out.append(PriceObservation(
-                series=series, price_usd_per_hour=float(price),
-                observed_at=datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc),
-            ))
-        return out
+        """The series' raw-tier price changes in ``[since, until]``, oldest first (older
+        history is in hourly rollups: query it with :mod:`scheduler.services.history`)."""
+        points = self.history.raw_points(series, None if since is None else to_ms(since),
+                                         None if until is None else to_ms(until))
+        return [PriceObservation(series=series, price_usd_per_hour=price,
+                                 observed_at=datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
+                for ms, price in points]
 
     def series(self) -> list[str]:
-        return sorted(self._r.smembers(keys.SERIES_INDEX))
+        """Every series with price history, sorted."""
+        return self.history.series()
 
     def record_preemption(self, key: OfferKey) -> int:
         """Count one preemption this service observed on ``key``; returns the new total."""

@@ -1,0 +1,7 @@
+"""Public catalogs and price feeds: SkyPilot ``vms.csv`` catalogs as a display-only provider
+(:mod:`providers.catalog.provider`), and readers of recorded price dumps
+(:mod:`providers.catalog.dumps`) for history imports."""
+
+from providers.catalog.provider import CatalogConfig, CatalogProvider, LaunchNotSupported
+
+__all__ = ["CatalogConfig", "CatalogProvider", "LaunchNotSupported"]

@@ -1,0 +1,191 @@
+"""Public catalogs as a provider: real offers of many clouds with no credentials, for display
+and planning. A catalog provider cannot launch anything.
+
+Each configured catalog (a SkyPilot ``vms.csv`` at a path or URL) gives one spot offer and one
+on-demand offer per GPU configuration and location it prices; the offers carry the catalog's
+provider name (``aws``, ``gcp``, ``azure``, ``lambda``, ``vast``, or any name given), so do not
+run a catalog under the same name as a live adapter of that cloud (give it e.g.
+``aws-catalog``). Spot offers get ``default_spot_risk`` as interruption risk: catalogs carry
+none.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from providers.base import LaunchRequest
+from providers.catalog.fetch import CATALOG_MAX_AGE_S, CatalogFetcher, Fetched
+from providers.catalog.reader import CatalogEntry, CatalogRead, parse_catalog
+from providers.errors import ProviderError
+from scheduler.models import Instance, Market, Offer, OfferKey, PriceObservation, StrictModel
+
+log = logging.getLogger(__name__)
+
+CANNOT_LAUNCH = ("catalog offers are for display and planning only; configure the cloud's own "
+                 "adapter to launch there")
+
+
+class LaunchNotSupported(ProviderError):
+    """A catalog provider was asked to launch: it only shows offers."""
+
+
+class CatalogSpec(StrictModel):
+    """One catalog: ``provider`` (the offers' provider name) and exactly one of ``path`` or
+    ``url``."""
+
+    provider: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    path: Path | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @model_validator(mode="after")
+    def _one_location(self) -> "CatalogSpec":
+        if (self.path is None) == (self.url is None):
+            raise ValueError("give exactly one of 'path' or 'url'")
+        return self
+
+
+class CatalogConfig(StrictModel):
+    """``kind: catalog`` in the daemon config::
+
+        - kind: catalog
+          catalogs:
+            - {provider: gcp, path: ${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv}
+            - {provider: lambda, url: https://example.org/lambda/vms.csv}
+          max_age_s: 3600          # URL bodies are revalidated at most this often
+          default_spot_risk: 0.15  # interruption risk given to spot offers (catalogs have none)
+    """
+
+    kind: str
+    catalogs: list[CatalogSpec] = Field(min_length=1)
+    max_age_s: float = Field(default=CATALOG_MAX_AGE_S, ge=0)
+    default_spot_risk: float = Field(default=0.15, ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One line of ``schedctl providers check``."""
+
+    provider: str
+    region: str
+    check: str
+    ok: bool
+    detail: str
+
+
+def offers_from_entries(provider: str, entries: list[CatalogEntry], observed_at: datetime,
+                        spot_risk: float) -> list[Offer]:
+    """Pure: catalog entries → offers (on-demand and spot per entry, when priced)."""
+    out = []
+    for e in entries:
+        common = dict(provider=provider, region=e.region, zone=e.zone, instance_type=e.instance_type,
+                      gpu_model=e.gpu_model, gpu_count=e.gpu_count, vram_gib=e.vram_gib,
+                      vcpus=e.vcpus, memory_gib=e.memory_gib, observed_at=observed_at,
+                      on_demand_price_usd_per_hour=e.on_demand_usd_per_hour)
+        if e.on_demand_usd_per_hour is not None:
+            out.append(Offer(market=Market.ON_DEMAND, price_usd_per_hour=e.on_demand_usd_per_hour,
+                             **common))
+        if e.spot_usd_per_hour is not None:
+            out.append(Offer(market=Market.SPOT, price_usd_per_hour=e.spot_usd_per_hour,
+                             interruption_risk=spot_risk, **common))
+    return out
+
+
+class CatalogProvider:
+    """The :class:`providers.base.Provider` over public catalogs.
+
+    Args:
+        config: the validated :class:`CatalogConfig` (relative paths already resolved).
+        cache_dir: where URL bodies are cached (``GA_HOME/catalogs``).
+        fetcher: a :class:`CatalogFetcher` to use (tests); default one over ``cache_dir``.
+    """
+
+    name = "catalog"
+    time_scale = 1.0
+    launchable = False
+
+    def __init__(self, config: CatalogConfig, cache_dir: Path,
+                 fetcher: CatalogFetcher | None = None) -> None:
+        self.config = config
+        self.provider_names = {c.provider for c in config.catalogs}
+        self._fetcher = fetcher or CatalogFetcher(cache_dir, config.max_age_s)
+        self._last: dict[int, tuple[Fetched, CatalogRead]] = {}
+
+    def _location(self, spec: CatalogSpec) -> str:
+        return spec.url if spec.url is not None else str(spec.path)
+
+    def _read(self, index: int, spec: CatalogSpec) -> tuple[Fetched, CatalogRead]:
+        fetched = self._fetcher.fetch(self._location(spec))
+        last = self._last.get(index)
+        if last is not None and last[0].text == fetched.text:
+            read = last[1]
+        else:
+            try:
+                read = parse_catalog(fetched.text, fetched.location)
+            except ValueError as exc:
+                raise ProviderError(str(exc), provider=spec.provider) from None
+        self._last[index] = (fetched, read)
+        return fetched, read
+
+    def list_offers(self) -> list[Offer]:
+        """Offers of every catalog. Raises ``TransientError``/``NotFoundError`` when a catalog
+        cannot be read and has no cached copy; ``ProviderError`` when it is malformed."""
+        out: list[Offer] = []
+        for i, spec in enumerate(self.config.catalogs):
+            fetched, read = self._read(i, spec)
+            if fetched.stale_error:
+                log.warning("catalog %s: using the cached copy (%.0f s old): %s",
+                            fetched.location, fetched.age_s(), fetched.stale_error)
+            out += offers_from_entries(spec.provider, read.entries, fetched.fetched_at,
+                                       self.config.default_spot_risk)
+        return out
+
+    def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
+        """One observation per offer, at the time its catalog was read from its origin; none
+        for a catalog not refreshed since ``since``."""
+        out = []
+        for offer in self.list_offers():
+            if since is None or offer.observed_at > since:
+                out.append(PriceObservation(series=offer.key.series(), observed_at=offer.observed_at,
+                                            price_usd_per_hour=offer.price_usd_per_hour))
+        return out
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Always raises :class:`LaunchNotSupported`."""
+        raise LaunchNotSupported(f"{request.offer.key.series()}: {CANNOT_LAUNCH}",
+                                 provider=request.offer.provider)
+
+    def terminate(self, instance_id: str) -> None:
+        """Nothing was launched, so nothing to terminate: succeeds quietly."""
+
+    def describe(self, tags: dict[str, str] | None = None) -> list[Instance]:
+        """Always ``[]``: a catalog has no instances."""
+        return []
+
+    def unavailable_reason(self, key: OfferKey) -> str | None:
+        return CANNOT_LAUNCH
+
+    def check(self) -> list[CheckResult]:
+        """Per catalog: can it be read, how old is it, how many offers did it give."""
+        rows = []
+        for i, spec in enumerate(self.config.catalogs):
+            where = self._location(spec)
+            try:
+                fetched, read = self._read(i, spec)
+            except ProviderError as exc:
+                rows.append(CheckResult(spec.provider, "-", f"catalog {where}", False, str(exc)))
+                continue
+            age_h = fetched.age_s() / 3600
+            detail = f"{read.summary()}; {age_h:.1f} h old" + (
+                " (cached)" if fetched.from_cache else "")
+            if fetched.stale_error:
+                detail += f"; refresh failed: {fetched.stale_error}"
+            rows.append(CheckResult(spec.provider, "-", f"catalog {where}", True, detail))
+        return rows
+
+    def close(self) -> None:
+        self._fetcher.close()

@@ -1,0 +1,424 @@
+"""Price history in Redis, bounded: raw price changes for a recent window, hourly rollups
+for the long term.
+
+Per series (``provider/region/zone/instance_type/market``), three keys sharing the
+``{series}`` hash tag (see :mod:`scheduler.store.keys`):
+
+- ``ga:hist:{series}:raw`` — zset of **price changes** only (member ``"{ms}:{price}"``, score
+  ms). An observation that repeats the price in force is not stored; it only extends the
+  series' ``last_seen_ms``. Points older than ``raw_days`` behind the series' newest
+  observation (or beyond ``raw_max_points``) are rolled up.
+- ``ga:hist:{series}:hourly`` — zset of day blobs of hourly rollups (min/mean/max/last/changes
+  of each hour in which the price changed; :mod:`scheduler.store.rollups`), dropped after
+  ``rollup_days`` behind the newest observation.
+- ``ga:hist:{series}:meta`` — hash: ``first_ms``, ``last_seen_ms``, ``rolled_until_ms`` (raw
+  points are all at or after it), ``rolled_price`` (in force at it), ``base_price`` (in force
+  at ``first_ms`` once retention moved it).
+
+Retention counts from the series' own newest observation, not the wall clock, so imported old
+dumps keep their raw points. Settings live in ``ga:hist:config`` (shared by all replicas).
+
+Bound per series: at most ``raw_days`` of changes, capped at ``raw_max_points`` (about 60 B
+each in a Redis skiplist zset), plus ``rollup_days`` day blobs of at most 24 hours
+(≈ 35 B per changed hour + ≈ 70 B per day): e.g. 30 days raw + 730 days hourly with a change
+every hour ≤ 2.4 MB, and ~0.2 MB with the few changes a day real spot prices show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+
+import redis
+
+from scheduler.models import PriceObservation
+from scheduler.store import keys
+from scheduler.store.history_scripts import APPEND, COMPACT
+from scheduler.store.rollups import (
+    DAY_MS, HOUR_MS, HourRollup, Piece, decode_day, encode_day, floor_day, floor_hour,
+    group_by_day, pieces_from_hours, pieces_from_points, price_text, rollup_hours,
+)
+
+
+def to_ms(at: datetime) -> int:
+    """Aware datetime → UTC epoch milliseconds."""
+    return int(round(at.timestamp() * 1000))
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class HistorySettings:
+    """Retention of the history tiers.
+
+    - **raw_days**: days of raw price changes kept behind each series' newest observation
+      (default 30).
+    - **rollup_days**: days of hourly rollups kept (default 730).
+    - **raw_max_points**: raw changes kept per series at most, whatever their age (default
+      20,000): bounds memory for a series whose price changes every few seconds.
+    - **compact_slack_h**: rollup runs once the raw tier is this many hours past its window
+      (default 24), so compaction is amortized over a day of data.
+    """
+
+    raw_days: float = 30.0
+    rollup_days: float = 730.0
+    raw_max_points: int = 20_000
+    compact_slack_h: float = 24.0
+
+    def validate(self) -> "HistorySettings":
+        """Raises ``ValueError`` naming the field when a value is out of range."""
+        if not 0 < self.raw_days <= 3650:
+            raise ValueError(f"raw_days: got {self.raw_days}; allowed 0 < raw_days <= 3650")
+        if not self.raw_days <= self.rollup_days <= 36500:
+            raise ValueError(f"rollup_days: got {self.rollup_days}; allowed raw_days..36500")
+        if not 10 <= self.raw_max_points <= 10_000_000:
+            raise ValueError(f"raw_max_points: got {self.raw_max_points}; allowed 10..10,000,000")
+        if not 0 <= self.compact_slack_h <= 24 * 30:
+            raise ValueError(f"compact_slack_h: got {self.compact_slack_h}; allowed 0..720")
+        return self
+
+
+@dataclass
+class AppendResult:
+    """Counts of one :meth:`HistoryStore.append`: observations given, price changes stored,
+    observations that repeated the price in force (duplicates included), late ones (older
+    than the rolled-up frontier, dropped), and series compacted into rollups."""
+
+    given: int = 0
+    stored: int = 0
+    unchanged: int = 0
+    late: int = 0
+    compacted: int = 0
+
+    def add(self, other: "AppendResult") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass(frozen=True)
+class SeriesMeta:
+    """Extent of one series: ``first_ms``..``last_seen_ms``; raw tier from ``rolled_until_ms``."""
+
+    series: str
+    first_ms: int
+    last_seen_ms: int
+    rolled_until_ms: int | None
+    rolled_price: float | None
+    base_price: float | None
+
+    @classmethod
+    def parse(cls, series: str, raw: Mapping[str, str]) -> "SeriesMeta | None":
+        if not raw or "first_ms" not in raw:
+            return None
+        opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None  # noqa: E731
+        return cls(series, int(raw["first_ms"]), int(raw["last_seen_ms"]),
+                   opt("rolled_until_ms", int), opt("rolled_price", float),
+                   opt("base_price", float))
+
+
+class HistoryStore:
+    """Append and read price history. Safe to share between threads (redis-py pools
+    connections); several replicas may append to the same series (scripts are atomic and
+    compaction is optimistic)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+        self._append = client.register_script(APPEND)
+        self._compact = client.register_script(COMPACT)
+
+    # ----- settings ---------------------------------------------------------------------------
+    def settings(self) -> HistorySettings:
+        """The settings in ``ga:hist:config``, defaults for fields never set."""
+        raw = self._r.hgetall(keys.HISTORY_CONFIG)
+        given = {f.name: f.type for f in fields(HistorySettings)}
+        values = {k: (int(float(v)) if k == "raw_max_points" else float(v))
+                  for k, v in raw.items() if k in given}
+        return HistorySettings(**values)
+
+    def configure(self, **changes: float) -> HistorySettings:
+        """Change retention settings (fields of :class:`HistorySettings`); returns the result.
+        Raises ``ValueError`` for an unknown field or a value out of range (nothing stored)."""
+        unknown = set(changes) - {f.name for f in fields(HistorySettings)}
+        if unknown:
+            raise ValueError(f"unknown history setting(s) {sorted(unknown)}; allowed: "
+                             f"{', '.join(f.name for f in fields(HistorySettings))}")
+        merged = HistorySettings(**{**asdict(self.settings()), **changes}).validate()
+        self._r.hset(keys.HISTORY_CONFIG, mapping={k: str(v) for k, v in asdict(merged).items()})
+        return merged
+
+    # ----- writing ----------------------------------------------------------------------------
+    def append(self, observations: Iterable[PriceObservation],
+               seen_until: Mapping[str, datetime] | None = None,
+               chunk_series: int = 500) -> AppendResult:
+        """Append observations (any order, any series), keeping only price changes.
+
+        Args:
+            observations: what a poller or an import read.
+            seen_until: per series, the end of the span the source covered (e.g. a dump's
+                newest timestamp), when later than the series' own newest observation.
+            chunk_series: series per pipeline round trip.
+
+        Returns:
+            An :class:`AppendResult`. Idempotent: the same observations again store nothing.
+        """
+        by_series: dict[str, dict[int, str]] = defaultdict(dict)
+        given = 0
+        for obs in observations:
+            by_series[obs.series][to_ms(obs.observed_at)] = price_text(obs.price_usd_per_hour)
+            given += 1
+        for series in seen_until or {}:
+            by_series.setdefault(series, {})
+        total = AppendResult(given=given)
+        settings = self.settings()
+        names = sorted(by_series)
+        for start in range(0, len(names), chunk_series):
+            chunk = names[start:start + chunk_series]
+            total.add(self._append_chunk(chunk, by_series, seen_until or {}, settings))
+        return total
+
+    def _append_chunk(self, names: list[str], by_series: dict[str, dict[int, str]],
+                      seen_until: Mapping[str, datetime], settings: HistorySettings) -> AppendResult:
+        result = AppendResult()
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                args: list[str] = [series, str(to_ms(seen_until[series])) if series in seen_until else ""]
+                for ms, price in sorted(by_series[series].items()):
+                    args += [str(ms), price]
+                self._append(keys=[keys.history_raw(series), keys.history_meta(series),
+                                   keys.SERIES_INDEX], args=args, client=pipe)
+            replies = pipe.execute()
+        due = []
+        for series, (stored, unchanged, late, count, oldest, seen) in zip(names, replies):
+            result.stored += stored
+            result.unchanged += unchanged
+            result.late += late
+            if oldest >= 0 and self._cutoff(settings, int(seen), int(count), int(oldest), True):
+                due.append(series)
+        if due:
+            result.compacted += self.compact(due, settings)
+        return result
+
+    @staticmethod
+    def _cutoff(settings: HistorySettings, seen: int, count: int, oldest: int,
+                with_slack: bool) -> int | None:
+        """The hour boundary before which raw points should be rolled up, or ``None``."""
+        by_age = floor_hour(seen - int(settings.raw_days * DAY_MS))
+        slack = int(settings.compact_slack_h * HOUR_MS) if with_slack else 0
+        if oldest < by_age - slack:
+            return by_age
+        if count > settings.raw_max_points:
+            return by_age  # refined from the points themselves in _plan_compaction
+        return None
+
+    def compact(self, names: list[str], settings: HistorySettings | None = None) -> int:
+        """Roll the raw points of ``names`` that fell out of the raw window into hourly
+        rollups, and drop rollups past retention. Returns how many series were compacted (a
+        series written meanwhile is skipped; the next append retries it)."""
+        settings = settings or self.settings()
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                pipe.hgetall(keys.history_meta(series))
+                pipe.zrange(keys.history_raw(series), 0, -1, withscores=True)
+                pipe.zrevrangebyscore(keys.history_hourly(series), "+inf", "-inf", start=0, num=1)
+            replies = pipe.execute()
+        with self._r.pipeline(transaction=False) as pipe:
+            planned = 0
+            for i, series in enumerate(names):
+                raw_meta, members, last_blob = replies[3 * i: 3 * i + 3]
+                meta = SeriesMeta.parse(series, raw_meta)
+                args = self._plan_compaction(meta, members, last_blob, settings) if meta else None
+                if args is None:
+                    continue
+                self._compact(keys=[keys.history_raw(series), keys.history_hourly(series),
+                                    keys.history_meta(series)], args=args, client=pipe)
+                planned += 1
+            applied = pipe.execute() if planned else []
+        return sum(int(a) for a in applied)
+
+    def _plan_compaction(self, meta: SeriesMeta, members: list[tuple[str, float]],
+                         last_blob: list[str], settings: HistorySettings) -> list[str] | None:
+        if not members:
+            return None
+        cutoff = floor_hour(meta.last_seen_ms - int(settings.raw_days * DAY_MS))
+        excess = len(members) - settings.raw_max_points
+        if excess > 0:
+            cutoff = max(cutoff, floor_hour(int(members[excess][1])) + HOUR_MS)
+            cutoff = min(cutoff, floor_hour(meta.last_seen_ms))
+        old = [(m, int(s)) for m, s in members if s < cutoff]
+        if not old or (meta.rolled_until_ms is not None and cutoff <= meta.rolled_until_ms):
+            return None
+        points = [(ms, float(m.split(":", 1)[1])) for m, ms in old]
+        carry = meta.rolled_price if meta.rolled_until_ms is not None else meta.base_price
+        hours = rollup_hours(points, carry, cutoff)
+        days = group_by_day(hours)
+        if last_blob:
+            previous = decode_day(last_blob[0])
+            first_day = min(days)
+            if previous and floor_day(previous[0].hour_ms) == first_day:
+                days[first_day] = previous + days[first_day]
+        horizon = floor_day(meta.last_seen_ms - int(settings.rollup_days * DAY_MS))
+        first_ms, base = meta.first_ms, None
+        if horizon > meta.first_ms:
+            first_ms, base = horizon, self._price_at_horizon(meta, horizon, days)
+        args = ["" if meta.rolled_until_ms is None else str(meta.rolled_until_ms), str(cutoff),
+                hashlib.sha1("\n".join(m for m, _ in old).encode()).hexdigest(),
+                price_text(points[-1][1]), str(horizon) if base is not None else "",
+                str(first_ms), "" if base is None else price_text(base)]
+        for day_ms, day_hours in sorted(days.items()):
+            if day_ms >= horizon or base is None:
+                args += [str(day_ms), encode_day(day_ms, day_hours)]
+        return args
+
+    def _price_at_horizon(self, meta: SeriesMeta, horizon: int,
+                          new_days: dict[int, list[HourRollup]]) -> float | None:
+        """The price in force at ``horizon`` (a day start), from the rollups before it."""
+        before = [h for d, hs in new_days.items() if d < horizon for h in hs]
+        if before:
+            return before[-1].last
+        stored = self._r.zrevrangebyscore(keys.history_hourly(meta.series), f"({horizon}",
+                                          "-inf", start=0, num=1)
+        if stored:
+            return decode_day(stored[0])[-1].last
+        return meta.base_price if meta.base_price is not None else meta.rolled_price
+
+    # ----- reading ----------------------------------------------------------------------------
+    def series(self) -> list[str]:
+        """Every series with history, sorted."""
+        return sorted(self._r.smembers(keys.SERIES_INDEX))
+
+    def metas(self, names: list[str]) -> dict[str, SeriesMeta]:
+        """Extent of each named series that has history (one pipelined round trip)."""
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                pipe.hgetall(keys.history_meta(series))
+            replies = pipe.execute()
+        out = {}
+        for series, raw in zip(names, replies):
+            meta = SeriesMeta.parse(series, raw)
+            if meta is not None:
+                out[series] = meta
+        return out
+
+    def live(self, names: list[str]) -> set[str]:
+        """The series among ``names`` that are in their provider's latest offers (their price
+        is still in force now, even without a recent change)."""
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                pipe.hexists(keys.offers(series.split("/", 1)[0]), series)
+            replies = pipe.execute()
+        return {s for s, ok in zip(names, replies) if ok}
+
+    def pieces(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[list[Piece], int]:
+        """The series over ``[start_ms, end_ms]`` (already clipped to its extent) as pieces, and
+        the number of price changes after ``start_ms``.
+
+        Raw tier: exact. Rolled-up tier: hour resolution (see
+        :func:`scheduler.store.rollups.pieces_from_hours`).
+        """
+        out: list[Piece] = []
+        changes = 0
+        rolled = meta.rolled_until_ms
+        if rolled is not None and start_ms < rolled:
+            hours, carry = self._hours(meta, start_ms, min(end_ms, rolled))
+            out += pieces_from_hours(hours, carry, start_ms, min(end_ms, rolled))
+            changes += sum(h.changes for h in hours if h.hour_ms >= floor_hour(start_ms))
+        raw_start = start_ms if rolled is None else max(start_ms, rolled)
+        if raw_start <= end_ms and (rolled is None or end_ms >= rolled):
+            with self._r.pipeline(transaction=False) as pipe:
+                pipe.zrangebyscore(keys.history_raw(meta.series), raw_start, end_ms)
+                pipe.zrevrangebyscore(keys.history_raw(meta.series), f"({raw_start}", "-inf",
+                                      start=0, num=1)
+                members, before = pipe.execute()
+            points = [_point(m) for m in members]
+            carry = _point(before[0])[1] if before else (
+                meta.rolled_price if rolled is not None else meta.base_price)
+            if out and carry is None:
+                carry = out[-1].last
+            out += [p for p in pieces_from_points(points, carry, raw_start, end_ms)
+                    if p.end_ms > p.start_ms or not out]
+            changes += sum(1 for ms, _ in points if ms > start_ms)
+        return out, changes
+
+    def _hours(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[list[HourRollup], float | None]:
+        """Rollup hours overlapping ``[start_ms, end_ms)`` and the price in force before them."""
+        key = keys.history_hourly(meta.series)
+        with self._r.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(key, floor_day(start_ms), f"({end_ms}")
+            pipe.zrevrangebyscore(key, f"({floor_day(start_ms)}", "-inf", start=0, num=1)
+            blobs, before = pipe.execute()
+        hours = [h for b in blobs for h in decode_day(b)]
+        carry = decode_day(before[0])[-1].last if before else meta.base_price
+        head = floor_hour(start_ms)
+        for h in hours:
+            if h.hour_ms < head:
+                carry = h.last
+        return [h for h in hours if h.hour_ms >= head and h.hour_ms < end_ms], carry
+
+    def prices_at(self, names: list[str], at_ms: int) -> dict[str, tuple[float, int]]:
+        """Price in force at ``at_ms`` per series, with the ms since which it was in force.
+
+        Series whose history starts after ``at_ms`` are left out (the caller checks the end of
+        the extent). In the rolled-up range the resolution is one hour: the price at the end of
+        the hour holding ``at_ms``.
+        """
+        metas = self.metas(names)
+        with self._r.pipeline(transaction=False) as pipe:
+            asked = []
+            for series, meta in metas.items():
+                if meta.first_ms > at_ms:
+                    continue
+                asked.append(meta)
+                if meta.rolled_until_ms is not None and at_ms < meta.rolled_until_ms:
+                    pipe.zrevrangebyscore(keys.history_hourly(series), at_ms, "-inf", start=0, num=1)
+                else:
+                    pipe.zrevrangebyscore(keys.history_raw(series), at_ms, "-inf", start=0, num=1)
+            replies = pipe.execute()
+        out: dict[str, tuple[float, int]] = {}
+        for meta, reply in zip(asked, replies):
+            if meta.rolled_until_ms is not None and at_ms < meta.rolled_until_ms:
+                hours = [h for h in decode_day(reply[0]) if h.hour_ms <= at_ms] if reply else []
+                if hours:
+                    out[meta.series] = (hours[-1].last, hours[-1].hour_ms)
+                elif meta.base_price is not None:
+                    out[meta.series] = (meta.base_price, meta.first_ms)
+            elif reply:
+                ms, price = _point(reply[0])
+                out[meta.series] = (price, ms)
+            elif meta.rolled_price is not None:
+                out[meta.series] = (meta.rolled_price, meta.rolled_until_ms or meta.first_ms)
+        return out
+
+    def raw_points(self, series: str, start_ms: int | None = None,
+                   end_ms: int | None = None) -> list[tuple[int, float]]:
+        """Raw-tier price changes ``(ms, price)`` in ``[start_ms, end_ms]``, ascending."""
+        members = self._r.zrangebyscore(keys.history_raw(series),
+                                        "-inf" if start_ms is None else start_ms,
+                                        "+inf" if end_ms is None else end_ms)
+        return [_point(m) for m in members]
+
+    # ----- hardware of instance types ---------------------------------------------------------
+    def remember_hardware(self, entries: Mapping[str, Mapping[str, object]]) -> int:
+        """Store hardware per ``"provider/instance_type"`` (``gpu_model``, ``gpu_count``,
+        ``vram_gib``, ``vcpus``, ``memory_gib``, ``source``); returns how many were given."""
+        import json
+
+        if entries:
+            self._r.hset(keys.HISTORY_HARDWARE,
+                         mapping={k: json.dumps(dict(v), sort_keys=True) for k, v in entries.items()})
+        return len(entries)
+
+    def hardware(self) -> dict[str, dict[str, object]]:
+        """Every known ``"provider/instance_type"`` → hardware mapping."""
+        import json
+
+        return {k: json.loads(v) for k, v in self._r.hgetall(keys.HISTORY_HARDWARE).items()}
+
+
+def _point(member: str) -> tuple[int, float]:
+    ms, price = member.split(":", 1)
+    return int(ms), float(price)

@@ -1,0 +1,93 @@
+"""Lua scripts of the price-history store, each run atomically by Redis on one series' keys
+(which share the ``{series}`` hash tag, so they work on Redis Cluster). Every key goes in
+through KEYS. Prices travel as canonical text (:func:`scheduler.store.rollups.price_text`) so
+equal prices compare equal as strings; times are UTC milliseconds.
+"""
+
+# Append price observations to one series, keeping only price changes.
+# KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash. KEYS[3]: series index.
+# ARGV[1]: the series key (added to the index). ARGV[2]: "seen until" ms, the end of the span
+#   the caller observed (may be later than every point; "" for none).
+# ARGV[3], ARGV[4], ...: pairs ms, price, ascending by ms.
+# An observation older than the rolled-up frontier (meta rolled_until_ms) is "late" and
+# dropped; one equal to the price in force at its time is "unchanged" and not stored; a
+# different price at an existing point's ms replaces it. After an insert, the next point is
+# removed when it no longer changes the price.
+# Returns {stored, unchanged, late, raw count, oldest raw ms or -1, last seen ms}.
+APPEND = """
+local rolled = tonumber(redis.call('HGET', KEYS[2], 'rolled_until_ms') or '')
+local rolled_price = redis.call('HGET', KEYS[2], 'rolled_price') or false
+local first = tonumber(redis.call('HGET', KEYS[2], 'first_ms') or '')
+local seen = tonumber(redis.call('HGET', KEYS[2], 'last_seen_ms') or '')
+local stored, unchanged, late = 0, 0, 0
+local function price_of(member)
+  return string.sub(member, string.find(member, ':', 1, true) + 1)
+end
+for i = 3, #ARGV, 2 do
+  local ms_text, price = ARGV[i], ARGV[i + 1]
+  local ms = tonumber(ms_text)
+  if rolled and ms < rolled then
+    late = late + 1
+  else
+    local prev = redis.call('ZREVRANGEBYSCORE', KEYS[1], ms_text, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #prev > 0 and tonumber(prev[2]) == ms and price_of(prev[1]) ~= price then
+      redis.call('ZREM', KEYS[1], prev[1])
+      prev = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. ms_text, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    end
+    local before = rolled_price
+    if #prev > 0 then before = price_of(prev[1]) end
+    if before == price then
+      unchanged = unchanged + 1
+    else
+      redis.call('ZADD', KEYS[1], ms_text, ms_text .. ':' .. price)
+      stored = stored + 1
+      local nxt = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ms_text, '+inf', 'LIMIT', 0, 1)
+      if #nxt > 0 and price_of(nxt[1]) == price then
+        redis.call('ZREM', KEYS[1], nxt[1])
+      end
+    end
+    if not first or ms < first then first = ms end
+    if not seen or ms > seen then seen = ms end
+  end
+end
+local seen_until = tonumber(ARGV[2])
+if seen_until and (not seen or seen_until > seen) and first then seen = seen_until end
+if first then
+  redis.call('HSET', KEYS[2], 'first_ms', string.format('%d', first), 'last_seen_ms', string.format('%d', seen))
+  redis.call('SADD', KEYS[3], ARGV[1])
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local oldest_ms = -1
+if #oldest > 0 then oldest_ms = tonumber(oldest[2]) end
+return {stored, unchanged, late, redis.call('ZCARD', KEYS[1]), oldest_ms, seen or -1}
+"""
+
+# Move the raw points before a cutoff into hourly rollups (computed by the caller), if the
+# series did not change since the caller read it; then drop rollups past retention.
+# KEYS[1]: raw zset. KEYS[2]: rollup zset (day blobs scored by day start ms). KEYS[3]: meta hash.
+# ARGV[1]: rolled_until_ms the caller read ("" when none). ARGV[2]: cutoff ms (an hour boundary).
+# ARGV[3]: sha1 hex of the raw members before the cutoff, joined with "\\n", as read.
+# ARGV[4]: new rolled_price (price in force at the cutoff). ARGV[5]: retention horizon ms (day
+#   start; rollups scored before it are dropped; "" for none). ARGV[6]: new first_ms.
+# ARGV[7]: new base_price (price in force at first_ms when first_ms is not a point; "" none).
+# ARGV[8], ARGV[9], ...: pairs day start ms, day blob (replacing that day's blob).
+# Returns 1 when applied, 0 when the series changed meanwhile (the caller retries later).
+COMPACT = """
+local rolled = redis.call('HGET', KEYS[3], 'rolled_until_ms') or ''
+if rolled ~= ARGV[1] then return 0 end
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+if redis.sha1hex(table.concat(members, '\\n')) ~= ARGV[3] then return 0 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
+for i = 8, #ARGV, 2 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[i], ARGV[i])
+  redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+if ARGV[5] ~= '' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[5])
+end
+redis.call('HSET', KEYS[3], 'rolled_until_ms', ARGV[2], 'rolled_price', ARGV[4], 'first_ms', ARGV[6])
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[3], 'base_price', ARGV[7])
+end
+return 1
+"""

@@ -1,0 +1,208 @@
+"""Pure arithmetic of the price-history tiers: hourly rollups of a price step function and
+their compact text form. No Redis here; :mod:`scheduler.store.history` does the I/O.
+
+A series' price is a **step function**: each stored point ``(ms, price)`` is a price change
+that stays in force until the next one. The raw tier keeps the points; the rollup tier keeps,
+for every UTC hour in which the price changed, the time-weighted ``min/mean/max`` over the
+part of the hour the series covers, the ``last`` price (in force at the hour's end) and the
+number of ``changes``. Hours without a change are not stored: their price is the previous
+stored hour's ``last``.
+
+A day of rollups is one string (a member of the series' rollup zset, scored by the day's
+start in ms)::
+
+    "{day}|{hh}:{min},{mean},{max},{last},{changes};{hh}:..."
+
+``day`` is days since the epoch (UTC), ``hh`` the hour 0-23. About 35 bytes per changed hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+
+def floor_hour(ms: int) -> int:
+    return ms - ms % HOUR_MS
+
+
+def floor_day(ms: int) -> int:
+    return ms - ms % DAY_MS
+
+
+def price_text(price: float) -> str:
+    """Canonical text of a price (shortest round-trip form): ``"1.140900"`` → ``"1.1409"``.
+    Equal floats give equal text, so Lua can compare prices as strings."""
+    return repr(float(price))
+
+
+@dataclass(frozen=True)
+class HourRollup:
+    """One hour of one series. Prices are USD/hour; ``hour_ms`` is the hour's start (UTC ms)."""
+
+    hour_ms: int
+    min: float
+    mean: float
+    max: float
+    last: float
+    changes: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A stretch ``[start_ms, end_ms)`` of a series: constant (``lo == mean == hi``) from the
+    raw tier, or one rolled-up hour (``lo``/``mean``/``hi`` of the hour, ``last`` at its end)."""
+
+    start_ms: int
+    end_ms: int
+    lo: float
+    mean: float
+    hi: float
+    last: float
+
+    @classmethod
+    def constant(cls, start_ms: int, end_ms: int, price: float) -> "Piece":
+        return cls(start_ms, end_ms, price, price, price, price)
+
+
+def rollup_hours(points: Sequence[tuple[int, float]], price_before: float | None,
+                 cutoff_ms: int) -> list[HourRollup]:
+    """Hourly rollups of the step function given by ``points`` up to ``cutoff_ms``.
+
+    Args:
+        points: ``(ms, price)`` changes, ascending, all ``< cutoff_ms``.
+        price_before: the price in force just before ``points[0]`` (``None``: the series starts
+            at ``points[0]``, which is then not counted as a change).
+        cutoff_ms: an hour boundary; every hour touched by ``points`` ends at or before it.
+
+    Returns:
+        One :class:`HourRollup` per hour holding at least one point, ascending. Each covers the
+        hour from its start (or from the series' first point) to its end.
+
+    Raises:
+        ValueError: ``cutoff_ms`` is not an hour boundary or a point is not before it.
+    """
+    if cutoff_ms % HOUR_MS:
+        raise ValueError(f"cutoff_ms {cutoff_ms} is not an hour boundary")
+    out: list[HourRollup] = []
+    carry = price_before
+    i = 0
+    while i < len(points):
+        hour = floor_hour(points[i][0])
+        if points[i][0] >= cutoff_ms:
+            raise ValueError(f"point at {points[i][0]} is not before cutoff {cutoff_ms}")
+        j = i
+        while j < len(points) and floor_hour(points[j][0]) == hour:
+            j += 1
+        out.append(_one_hour(hour, points[i:j], carry))
+        carry = points[j - 1][1]
+        i = j
+    return out
+
+
+def _one_hour(hour: int, points: Sequence[tuple[int, float]], carry: float | None) -> HourRollup:
+    end = hour + HOUR_MS
+    segments: list[tuple[float, int]] = []  # (price, duration ms)
+    if carry is not None:
+        segments.append((carry, points[0][0] - hour))
+    for k, (ms, price) in enumerate(points):
+        nxt = points[k + 1][0] if k + 1 < len(points) else end
+        segments.append((price, nxt - ms))
+    covered = sum(d for _, d in segments)
+    prices = [p for p, _ in segments]
+    mean = (sum(p * d for p, d in segments) / covered) if covered else points[-1][1]
+    changes = len(points) - (1 if carry is None else 0)
+    return HourRollup(hour, min(prices), mean, max(prices), points[-1][1], changes)
+
+
+def encode_day(day_ms: int, hours: Iterable[HourRollup]) -> str:
+    """The day blob (see the module docstring) of ``hours``, which all lie in that day."""
+    parts = []
+    for h in hours:
+        if floor_day(h.hour_ms) != day_ms:
+            raise ValueError(f"hour {h.hour_ms} is not in day {day_ms}")
+        parts.append(f"{(h.hour_ms - day_ms) // HOUR_MS}:{price_text(h.min)},{_mean_text(h.mean)},"
+                     f"{price_text(h.max)},{price_text(h.last)},{h.changes}")
+    return f"{day_ms // DAY_MS}|" + ";".join(parts)
+
+
+def _mean_text(mean: float) -> str:
+    text = f"{mean:.7f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def decode_day(blob: str) -> list[HourRollup]:
+    """Inverse of :func:`encode_day`. Raises ``ValueError`` on a malformed blob."""
+    try:
+        day_text, _, body = blob.partition("|")
+        day_ms = int(day_text) * DAY_MS
+        out = []
+        for part in filter(None, body.split(";")):
+            hh, _, values = part.partition(":")
+            lo, mean, hi, last, changes = values.split(",")
+            out.append(HourRollup(day_ms + int(hh) * HOUR_MS, float(lo), float(mean), float(hi),
+                                  float(last), int(changes)))
+        return out
+    except ValueError:
+        raise ValueError(f"malformed rollup day blob {blob[:60]!r}") from None
+
+
+def group_by_day(hours: Iterable[HourRollup]) -> dict[int, list[HourRollup]]:
+    """Hours grouped by the start (ms) of their UTC day, order kept."""
+    days: dict[int, list[HourRollup]] = {}
+    for h in hours:
+        days.setdefault(floor_day(h.hour_ms), []).append(h)
+    return days
+
+
+def pieces_from_hours(hours: Sequence[HourRollup], carry: float | None, start_ms: int,
+                      end_ms: int) -> list[Piece]:
+    """The rolled-up stretch ``[start_ms, end_ms)`` as pieces.
+
+    Args:
+        hours: rollups ascending; those outside the stretch are ignored.
+        carry: price in force at ``start_ms``'s hour start (``None``: the series starts in the
+            first rollup hour, at or after ``start_ms``).
+        start_ms, end_ms: the stretch, ms. A rollup hour cut by either edge keeps its
+            min/mean/max over the shorter overlap (hour resolution).
+    """
+    out: list[Piece] = []
+    t = start_ms
+    for h in hours:
+        h_end = h.hour_ms + HOUR_MS
+        if h_end <= start_ms or h.hour_ms >= end_ms:
+            if h_end <= start_ms:
+                carry = h.last
+            continue
+        if carry is not None and h.hour_ms > t:
+            out.append(Piece.constant(t, h.hour_ms, carry))
+        lo = max(h.hour_ms, start_ms)
+        hi = min(h_end, end_ms)
+        out.append(Piece(lo, hi, h.min, h.mean, h.max, h.last))
+        carry = h.last
+        t = hi
+    if carry is not None and t < end_ms:
+        out.append(Piece.constant(t, end_ms, carry))
+    return out
+
+
+def pieces_from_points(points: Sequence[tuple[int, float]], carry: float | None, start_ms: int,
+                       end_ms: int) -> list[Piece]:
+    """The raw stretch ``[start_ms, end_ms]`` as constant pieces.
+
+    ``points`` are the changes in ``[start_ms, end_ms]`` ascending; ``carry`` the price in force
+    at ``start_ms`` (``None``: the series starts at ``points[0]``). A stretch of zero length
+    with a known price gives one zero-length piece (a single snapshot).
+    """
+    out: list[Piece] = []
+    t, price = start_ms, carry
+    for ms, p in points:
+        if price is not None and ms > t:
+            out.append(Piece.constant(t, ms, price))
+        t, price = max(t, ms), p
+    if price is not None and (t < end_ms or not out):
+        out.append(Piece.constant(t, max(t, end_ms), price))
+    return out
