@@ -102,29 +102,3 @@ def residual_up_h(stats: AvailabilityStats) -> np.ndarray:
 def residual_down_h(stats: AvailabilityStats) -> np.ndarray:
     """Expected hours until unavailable capacity returns: ``mean_down + down_age`` (Lindy)."""
     return stats.mean_down_h + stats.down_age_h
-
-
-def expected_spot_hours(horizon_h: np.ndarray, stats: AvailabilityStats, available: np.ndarray,
-                        running: np.ndarray, overhead_h: np.ndarray) -> np.ndarray:
-    """Expected useful spot compute hours within ``horizon_h`` when spot is used whenever there.
-
-    The current run (or outage) lasts its Lindy residual; after it, capacity is available a
-    ``frac`` share of the time in runs of ``mean_up_h``, each new run paying ``overhead_h`` of
-    restart time (the current run pays it too unless the job already ``running`` on it).
-
-    Args: arrays broadcastable to a common shape; hours; ``available``/``running`` bool.
-
-    Returns:
-        Hours (>= 0) of the same broadcast shape.
-    """
-    horizon = np.maximum(horizon_h, 0.0)
-    first = np.where(available, residual_up_h(stats), residual_down_h(stats))
-    first = np.minimum(first, horizon)
-    rest = horizon - first
-    frac = stats.frac
-    with np.errstate(invalid="ignore", divide="ignore"):
-        new_runs = np.where(np.isfinite(stats.mean_up_h), frac * rest / stats.mean_up_h, 0.0)
-    per_run = np.minimum(overhead_h, stats.mean_up_h)
-    useful = frac * rest - new_runs * per_run
-    useful = useful + np.where(available, first - np.where(running, 0.0, np.minimum(overhead_h, first)), 0.0)
-    return np.maximum(useful, 0.0)

@@ -54,7 +54,7 @@ class PolicyConfig:
 
     reserve_factor: float = 2.0
     on_demand_band_h: float = 0.5
-    migration_margin: float = 0.25
+    migration_margin: float = 0.5
     min_dwell_h: float = 1.0
     pingpong_cooldown_h: float = 6.0
     same_zone_cooldown_h: float = 1.0
@@ -110,7 +110,8 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     is_current = np.arange(m)[None, :] == jobs.current[:, None]
     launch_h = np.where(is_current, jobs.overhead_left_h[:, None],
                         (jobs.restart_overhead_h + jobs.move_extra_h)[:, None])
-    finish = np.where(remaining[:, None] > 0, eff * remaining[:, None], 0.0) + price * launch_h
+    with np.errstate(invalid="ignore"):
+        finish = np.where(remaining[:, None] > 0, eff * remaining[:, None], 0.0) + price * launch_h
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
     running = jobs.current != NO_OFFER
@@ -157,13 +158,15 @@ def _place(ctx: _Ctx) -> Decision:
     _choose(offer, reason, budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
                                             jobs.user_budget_usd), none, Reason.BUDGET_STOP)
     timed = deadline.has_deadline(jobs)
-    d = np.broadcast_to(jobs.restart_overhead_h[:, None], ctx.cand.shape)
-    spot_cand = ctx.cand & is_spot[None, :]
-    launchable = deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None]
-    best_spot, cost_spot = _pick(ctx.finish, spot_cand & launchable, ctx.rank)
-    any_spot, _ = _pick(ctx.finish, spot_cand, ctx.rank)
+    launchable = deadline.spot_safe(jobs, jobs.restart_overhead_h) & \
+        deadline.launch_sustainable(jobs)
+    any_spot, cost_any_spot = _pick(ctx.finish, ctx.cand & is_spot[None, :], ctx.rank)
     best_od, cost_od = _pick(ctx.finish, ctx.cand & ~is_spot[None, :], ctx.rank)
-    best_any, _ = _pick(ctx.finish, ctx.cand, ctx.rank)
+    best_spot = np.where(launchable, any_spot, NO_OFFER)
+    cost_spot = np.where(launchable, cost_any_spot, np.inf)
+    spot_wins = (cost_any_spot < cost_od) | ((cost_any_spot == cost_od) & (
+        ctx.rank[np.maximum(any_spot, 0)] < ctx.rank[np.maximum(best_od, 0)]))
+    best_any = np.where(spot_wins | (best_od == NO_OFFER), any_spot, best_od)
     has_od, has_spot = best_od != NO_OFFER, best_spot != NO_OFFER
     # No deadline (or unknown duration): the lowest expected cost available now, never wait.
     untimed = ~timed & (best_any != NO_OFFER)
@@ -186,6 +189,17 @@ def _place(ctx: _Ctx) -> Decision:
     return Decision(offer, reason)
 
 
+def _empty_market(jobs: JobView) -> Decision:
+    """No offers at all: nothing new can start; a running job keeps its instance (an empty
+    offer list says nothing about it) unless its budget is spent."""
+    stop = budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
+                            jobs.user_budget_usd)
+    keep = (jobs.current != NO_OFFER) & ~stop
+    reason = np.where(stop, Reason.BUDGET_STOP,
+                      np.where(keep, Reason.CONTINUE, Reason.NOTHING_AVAILABLE))
+    return Decision(np.where(keep, jobs.current, NO_OFFER), reason)
+
+
 def decide_placement(jobs: JobView, market: MarketView,
                      cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
     """Choose an offer (or to wait) for each job that runs nothing now.
@@ -204,6 +218,8 @@ def decide_placement(jobs: JobView, market: MarketView,
     """
     idle = JobView(**{**jobs.__dict__, "current": np.full(len(jobs), NO_OFFER),
                       "overhead_left_h": np.zeros(len(jobs))})
+    if len(market.offers) == 0:
+        return _empty_market(idle)
     return _place(_context(idle, market, cfg))
 
 
@@ -312,6 +328,10 @@ def should_migrate(jobs: JobView, market: MarketView,
         spot around stops (``target`` :data:`NO_OFFER`); at 100 % budget the job stops.
         Pure, deterministic; ``O(n·m)``.
     """
+    if len(market.offers) == 0:
+        stay = _empty_market(jobs)
+        zero = np.zeros(len(jobs))
+        return MigrationDecision(stay.offer != jobs.current, stay.offer, stay.reason, zero, zero)
     return _migrate(_context(jobs, market, cfg))
 
 
@@ -319,6 +339,8 @@ def decide(jobs: JobView, market: MarketView, cfg: PolicyConfig = DEFAULT_CONFIG
     """One decision interval for every job: :func:`should_migrate` for jobs that run something,
     :func:`decide_placement` for the others. Returns a :class:`Decision` whose ``offer`` equal to
     ``current`` means "keep it" and :data:`NO_OFFER` means "run nothing" (wait or stop)."""
+    if len(market.offers) == 0:
+        return _empty_market(jobs)
     ctx = _context(jobs, market, cfg)
     running = jobs.current != NO_OFFER
     if not running.any():

@@ -64,6 +64,13 @@ def _col(values: Sequence[float] | np.ndarray, dtype=float) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(values, dtype=dtype))
 
 
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer codes of ``values`` (first-seen order) and the vocabulary."""
+    vocab: dict[str, int] = {}
+    codes = [vocab.setdefault(v, len(vocab)) for v in values]
+    return _col(codes, int), tuple(vocab)
+
+
 @dataclass(frozen=True)
 class OfferTable:
     """Static columns of ``m`` offers (what does not change between decisions).
@@ -74,6 +81,10 @@ class OfferTable:
     - **is_spot**: ``(m,)`` bool; on-demand offers are never preempted.
     - **interruption_risk**: monthly interruption frequency in [0, 1] (0 for on-demand), ``(m,)``.
     - **on_demand_price_usd_per_hour**: the same type's on-demand price (``nan`` unknown), ``(m,)``.
+    - **hardware**: ``gpu_count``, ``vram_gib`` (per GPU), ``vcpus``, ``memory_gib``, ``(m,)``.
+    - **labels**: integer codes of the raw ``provider``, ``region_label``, ``zone_label`` and the
+      lower-cased ``gpu_model`` of each offer, with their vocabularies in ``vocab`` (for the
+      vectorised constraints of :mod:`policies.eligibility`).
     """
 
     keys: tuple[str, ...]
@@ -84,6 +95,12 @@ class OfferTable:
     is_spot: np.ndarray
     interruption_risk: np.ndarray
     on_demand_price_usd_per_hour: np.ndarray
+    gpu_count: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    vram_gib: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    vcpus: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    memory_gib: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    labels: dict[str, np.ndarray] = field(default_factory=dict)
+    vocab: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -91,21 +108,27 @@ class OfferTable:
     @classmethod
     def from_offers(cls, offers: Sequence[Offer]) -> "OfferTable":
         """Columns of ``offers`` (order kept: offer ``i`` is row ``i``)."""
-        zones: dict[str, int] = {}
-        regions: dict[str, int] = {}
-        zone_ids, region_ids = [], []
-        for o in offers:
-            zone_ids.append(zones.setdefault(f"{o.provider}/{o.region}/{o.zone}", len(zones)))
-            region_ids.append(regions.setdefault(f"{o.provider}/{o.region}", len(regions)))
+        zone, zone_names = _codes([f"{o.provider}/{o.region}/{o.zone}" for o in offers])
+        region, region_names = _codes([f"{o.provider}/{o.region}" for o in offers])
+        labels, vocab = {}, {}
+        for name, values in (("provider", [o.provider for o in offers]),
+                             ("region_label", [o.region for o in offers]),
+                             ("zone_label", [o.zone for o in offers]),
+                             ("gpu_model", [o.gpu_model.lower() for o in offers])):
+            labels[name], vocab[name] = _codes(values)
         od = [np.nan if o.on_demand_price_usd_per_hour is None else o.on_demand_price_usd_per_hour
               for o in offers]
         return cls(
             keys=tuple(o.key.series() for o in offers),
-            zone=_col(zone_ids, int), zone_names=tuple(zones),
-            region=_col(region_ids, int), region_names=tuple(regions),
+            zone=zone, zone_names=zone_names, region=region, region_names=region_names,
             is_spot=_col([o.market is Market.SPOT for o in offers], bool),
             interruption_risk=_col([o.interruption_risk for o in offers]),
             on_demand_price_usd_per_hour=_col(od),
+            gpu_count=_col([o.gpu_count for o in offers], int),
+            vram_gib=_col([o.vram_gib for o in offers]),
+            vcpus=_col([o.vcpus for o in offers], int),
+            memory_gib=_col([o.memory_gib for o in offers]),
+            labels=labels, vocab=vocab,
         )
 
 

@@ -2,6 +2,7 @@
 
 from scheduler.cli import jobs  # noqa: F401  (registers its commands)
 from scheduler.cli import providers  # noqa: F401
+from scheduler.cli import simulate  # noqa: F401
 from scheduler.cli.app import app
 
 __all__ = ["app"]

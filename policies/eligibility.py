@@ -1,0 +1,78 @@
+"""Vectorised job constraints: which of ``m`` offers each of ``n`` job specs admits.
+
+The same constraints as :mod:`policies.constraints` (hardware, location, market, price, risk),
+evaluated with numpy over the columns of an :class:`~policies.views.OfferTable` so that placing
+many jobs against many offers stays fast. :func:`policies.constraints.filter_offers` remains the
+reference (and the one that explains refusals); the unit tests check the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from policies.views import OfferTable
+from scheduler.models import AllowDeny, JobSpec, MarketChoice
+
+
+def _isin(codes: np.ndarray, vocab: tuple[str, ...], names: Sequence[str]) -> np.ndarray:
+    wanted = [i for i, v in enumerate(vocab) if v in set(names)]
+    return np.isin(codes, wanted)
+
+
+def _permits(rule: AllowDeny, codes: np.ndarray, vocab: tuple[str, ...]) -> np.ndarray:
+    ok = np.ones(len(codes), bool)
+    if rule.allow:
+        ok &= _isin(codes, vocab, rule.allow)
+    if rule.deny:
+        ok &= ~_isin(codes, vocab, rule.deny)
+    return ok
+
+
+def spec_mask(spec: JobSpec, table: OfferTable, price_usd_per_hour: np.ndarray) -> np.ndarray:
+    """``(m,)`` bool: the offers ``spec`` admits (every constraint of
+    :data:`policies.constraints.CONSTRAINTS`), at the given prices (USD/hour, ``(m,)``)."""
+    res = spec.resources
+    ok = (table.gpu_count >= res.gpu_count) & (table.vram_gib >= res.min_vram_gib) & \
+        (table.vcpus >= res.min_vcpus) & (table.memory_gib >= res.min_memory_gib)
+    if res.gpu_models:
+        ok &= _isin(table.labels["gpu_model"], table.vocab["gpu_model"],
+                    [g.lower() for g in res.gpu_models])
+    ok &= _permits(spec.providers, table.labels["provider"], table.vocab["provider"])
+    ok &= _permits(spec.regions, table.labels["region_label"], table.vocab["region_label"])
+    ok &= _permits(spec.zones, table.labels["zone_label"], table.vocab["zone_label"])
+    if spec.market is MarketChoice.SPOT:
+        ok &= table.is_spot
+    elif spec.market is MarketChoice.ON_DEMAND:
+        ok &= ~table.is_spot
+    if spec.max_price_usd_per_hour is not None:
+        ok &= price_usd_per_hour <= spec.max_price_usd_per_hour
+    if spec.max_interruption_risk is not None:
+        ok &= table.interruption_risk <= spec.max_interruption_risk
+    return ok
+
+
+def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_hour: np.ndarray,
+                    unavailable: np.ndarray | None = None) -> np.ndarray:
+    """``(n, m)`` bool: offer ``j`` is admitted by spec ``i`` and not marked unavailable.
+
+    Args:
+        specs: ``n`` job specs (identical specs are evaluated once).
+        table: the offers' columns (:meth:`OfferTable.from_offers`).
+        price_usd_per_hour: ``(m,)`` current prices.
+        unavailable: ``(m,)`` bool, offers that must not be used now (capacity errors, a zone
+            just reclaimed), or ``None``.
+    """
+    rows: dict[str, np.ndarray] = {}
+    out = np.empty((len(specs), len(table)), bool)
+    for i, spec in enumerate(specs):
+        key = spec.model_dump_json(include={"resources", "providers", "regions", "zones",
+                                            "market", "max_price_usd_per_hour",
+                                            "max_interruption_risk"})
+        if key not in rows:
+            rows[key] = spec_mask(spec, table, price_usd_per_hour)
+        out[i] = rows[key]
+    if unavailable is not None:
+        out &= ~unavailable[None, :]
+    return out

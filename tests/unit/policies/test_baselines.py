@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from policies import baselines
+from policies.views import NO_OFFER, JobView, Reason
+from tests.unit.policies.views_builder import OD, SPOT, market, offers
+
+MODELS = offers(("a", SPOT, 1.0), ("a", OD, 3.0))
+UP = market(MODELS)
+DOWN = market(MODELS, available=[False, True], pool_available=False)
+
+
+def job(r, c=10.0, **kw):
+    return JobView.build(1, compute_h=48.0, remaining_compute_h=c, time_to_deadline_h=r,
+                         restart_overhead_h=0.5, decision_interval_h=0.25, **kw)
+
+
+def test_on_demand_always():
+    assert baselines.on_demand(job(40.0), UP).offer[0] == 1
+    assert baselines.on_demand(job(40.0, current=1), UP).reason[0] == Reason.CONTINUE
+    assert baselines.on_demand(job(40.0), market([])).offer[0] == NO_OFFER
+
+
+def test_greedy_spot_else_wait_else_forced_on_demand():
+    assert baselines.greedy(job(40.0), UP).offer[0] == 0
+    assert baselines.greedy(job(40.0), DOWN).offer[0] == NO_OFFER
+    assert baselines.greedy(job(10.7), DOWN).offer[0] == 1          # 10.45 < 10 + .5
+    # once on on-demand with no slack left it stays, even if spot comes back
+    assert baselines.greedy(job(10.6, current=1), UP).offer[0] == 1
+
+
+def test_uniform_progress_rules():
+    # elapsed 24 h of a 48 h job with deadline 72 h: the line is at 48 · 24/72 = 16 h done
+    behind = job(48.0, c=40.0, elapsed_h=24.0)                       # 8 h done < 16
+    ahead = job(48.0, c=30.0, elapsed_h=24.0)                        # 18 h done >= 16
+    assert baselines.uniform_progress(behind, DOWN).offer[0] == 1    # rule 1
+    assert baselines.uniform_progress(ahead, DOWN).offer[0] == NO_OFFER
+    assert baselines.uniform_progress(behind, UP).offer[0] == 0      # rule 2: take the risk
+    # rule 3: on on-demand until done >= ep(t + 2d) = 48 · 25/72 = 16.67
+    on_od = job(48.0, c=31.5, elapsed_h=24.0, current=1)             # 16.5 done
+    assert baselines.uniform_progress(on_od, UP).offer[0] == 1
+    left = job(48.0, c=31.0, elapsed_h=24.0, current=1)              # 17 done
+    assert baselines.uniform_progress(left, UP).offer[0] == 0
+    # rule 4: idle with less than c + 2d left → on-demand
+    net = job(10.9, c=10.0, elapsed_h=37.1)
+    assert baselines.uniform_progress(net, UP).reason[0] == Reason.SAFETY_NET
+
+
+def test_skypilot_failover_vs_eager_next_region():
+    models = offers(("a", SPOT, 1.0), ("b", SPOT, 1.2))
+    mk = market(models)
+    lost_a = JobView.build(1, last_preempted_zone=0, since_preemption_h=0.0)
+    assert baselines.skypilot(lost_a, mk, "failover").offer[0] == 0   # same zone first
+    assert baselines.skypilot(lost_a, mk, "eager").offer[0] == 1      # anywhere else first
+    assert baselines.skypilot(JobView.build(1), market(models, available=[False, False])
+                              ).offer[0] == NO_OFFER                 # keeps retrying, no OD
+    od = market(offers(("a", SPOT, 1.0), ("a", OD, 3.0)), available=[False, True])
+    assert baselines.skypilot(JobView.build(1), od, od_fallback=True).offer[0] == 1
+    with pytest.raises(ValueError):
+        baselines.skypilot(JobView.build(1), mk, "random")
+    assert baselines.skypilot(JobView.build(1, current=1), mk).offer[0] == 1
+    assert np.all(baselines.skypilot(JobView.build(1), mk).offer >= 0)
