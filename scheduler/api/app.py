@@ -13,12 +13,14 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from scheduler.api import history as history_api
 from scheduler.api.auth import bearer, require_user
 from scheduler.api.limits import BodyLimitMiddleware
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.models import describe_validation_error, utcnow
 from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
 from scheduler.services import jobs as job_service
+from scheduler.services import history as history_service
 from scheduler.services import offers as offer_service
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
@@ -83,9 +85,18 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
 
     @app.get("/v1/offers", dependencies=user)
     def list_offers(gpu: str | None = None, provider: str | None = None,
-                    market: str | None = None, min_vram_gib: float = 0) -> list[dict[str, Any]]:
+                    market: str | None = None, min_vram_gib: float = 0,
+                    at: str | None = None) -> list[dict[str, Any]]:
+        if at:  # the market as it was then, from price history
+            try:
+                return history_service.offers_at(store, at, gpu=gpu, provider=provider,
+                                                 market=market, min_vram_gib=min_vram_gib)
+            except history_service.QueryError as exc:
+                raise HTTPException(422, str(exc)) from None
         return offer_service.table(store, gpu=gpu, provider=provider, market=market,
                                    min_vram_gib=min_vram_gib)
+
+    app.include_router(history_api.router(store, objects))
 
     @app.post("/v1/agent/{instance_id}/report")
     async def agent_report(instance_id: str, request: Request) -> dict[str, Any]:

@@ -144,20 +144,29 @@ def offers(home: Optional[Path] = HomeOption,
            gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
            provider: Optional[str] = typer.Option(None),
            market: Optional[str] = typer.Option(None, help="spot or on-demand"),
-           min_vram_gib: float = typer.Option(0, min=0, help="minimum VRAM per GPU, GiB")) -> None:
+           min_vram_gib: float = typer.Option(0, min=0, help="minimum VRAM per GPU, GiB"),
+           at: Optional[str] = typer.Option(None, help="the market as it was then, from price "
+                                            "history (ISO date-time or a duration ago: 3d)")) -> None:
     """Latest offers: GPU, count, VRAM, provider, zone, on-demand and spot $/h, risk."""
     if market not in (None, "spot", "on-demand"):
         err.print(f"[bold red]error:[/] --market: got {market!r}; allowed: spot, on-demand")
         raise typer.Exit(2)
     try:
-        rows = client(home).get("/v1/offers", gpu=gpu, provider=provider, market=market,
-                                min_vram_gib=min_vram_gib)
+        if at:
+            from scheduler.cli.history import offers_at
+            rows = offers_at(home, at, gpu=gpu, provider=provider, market=market,
+                             min_vram_gib=min_vram_gib)
+        else:
+            rows = client(home).get("/v1/offers", gpu=gpu, provider=provider, market=market,
+                                    min_vram_gib=min_vram_gib)
     except CliError as exc:
         fail(exc)
     if not rows:
         err.print("no offers match these filters (see `schedctl offers` for all)")
         raise typer.Exit(1)
     console.print(render.offers_table(rows, market))
+    if at:
+        err.print(f"(prices in force at {at}, from price history; risk not recorded)")
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """``schedctl``: the gpu-arbiter command line. Command modules register on the shared app."""
 
+from scheduler.cli import history  # noqa: F401
 from scheduler.cli import jobs  # noqa: F401  (registers its commands)
 from scheduler.cli import providers  # noqa: F401
 from scheduler.cli import simulate  # noqa: F401

@@ -177,3 +177,154 @@ def latest_progress(lines: list[str]) -> tuple[int, int, float | None] | None:
         if m:
             return int(m.group(1)), int(m.group(2)), float(m.group(3)) if m.group(3) else None
     return None
+
+
+# ----- price history, plans, cost reports -------------------------------------------------------
+def _num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _price(value: float | None) -> str:
+    """A price in 4 significant figures at most 6 characters wide (0.9180, 12.24, 1,234)."""
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}" if value >= 1 else f"{value:.4f}".rstrip("0").rstrip(".") or "0"
+
+
+def history_table(result: dict[str, Any]) -> Table:
+    """Statistics rows of ``GET /v1/history`` (per series or group), 80 columns wide."""
+    unit = "USD/GPU-hour" if result.get("per_gpu") else "USD/hour"
+    title = (f"{result['since'][:16]} → {result['until'][:16]} UTC, {unit}, time-weighted "
+             "(chg: changes, vol: std/mean)")
+    table = _table(title, expand=False)
+    by = result["by"]
+    table.add_column({"series": "series", "zone": "provider/zone", "region": "provider/region",
+                      "provider": "provider", "hour-of-day": "hour UTC"}[by], ratio=1)
+    for col in ("min", "p50", "mean", "p90", "max", "last", "chg", "vol"):
+        table.add_column(col, justify="right", no_wrap=True)
+    if by != "series":
+        table.add_column("n", justify="right", no_wrap=True)
+    for r in result["rows"]:
+        if by == "series":
+            gpu = f"{r['gpu_count']}x{r['gpu_model']}" if r.get("gpu_model") else "?"
+            mkt = "spot" if r["market"] == "spot" else "od"
+            cells = [f"{r['provider']}/{r['zone']} {r['instance_type']} {mkt} {gpu}"]
+        elif by == "hour-of-day":
+            cells = [f"{r['hour']:02d}:00"]
+        else:
+            cells = [f"{r['provider']}/{r.get('zone') or r.get('region') or ''}".rstrip("/")]
+        cells += [_price(r[k]) for k in ("min", "p50", "mean", "p90", "max", "last")]
+        cells += [str(r["changes"]), f"{100 * r['volatility']:.1f}%"]
+        if by != "series":
+            cells.append(str(r["series"]))
+        table.add_row(*cells)
+    return table
+
+
+def history_empty(result: dict[str, Any]) -> str:
+    """Why a history query found nothing, with where the matching data is."""
+    if not result["matched"]:
+        return "no price history matches these filters (import some: schedctl history import PATH)"
+    out = result["outside"]
+    return (f"{result['matched']} series match, none with prices in "
+            f"{result['since'][:16]} → {result['until'][:16]}; their history spans "
+            f"{(out['first'] or '?')[:16]} → {(out['last'] or '?')[:16]} (use --since/--until)")
+
+
+def history_plot(curves: list[dict[str, Any]], per_gpu_note: bool = False, width: int = 80,
+                 height: int = 20) -> str:
+    """A terminal plot (plotext) of step functions ``{"series", "points": [[iso, price]]}``.
+    Prices are instance prices (USD/hour) even with ``--per-gpu``."""
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.theme("clear")
+    plt.date_form("Y-m-d H:M")
+    for curve in curves:
+        xs, ys = [], []
+        for (at, price), nxt in zip(curve["points"], curve["points"][1:] + [None]):
+            stamp = datetime.fromisoformat(at).strftime("%Y-%m-%d %H:%M")
+            xs.append(stamp)
+            ys.append(price)
+            if nxt is not None:  # hold the price until the next change: a step
+                xs.append(datetime.fromisoformat(nxt[0]).strftime("%Y-%m-%d %H:%M"))
+                ys.append(price)
+        if xs:
+            plt.plot(xs, ys, label=curve["series"])
+    plt.plotsize(width, height)
+    plt.title("USD/hour (instance price)" + (" - plotted per instance" if per_gpu_note else ""))
+    return plt.build()
+
+
+def import_summary(report: dict[str, Any]) -> Text:
+    skipped = ", ".join(f"{n} {why}" for why, n in report["skipped"].items()) or "none"
+    return Text(
+        f"read {report['files']} files, {report['records']:,} records (skipped: {skipped})\n"
+        f"{report['observations']:,} observations, {report['unique']:,} distinct "
+        f"({report['observations'] - report['unique']:,} repeated across files), "
+        f"{report['series']:,} series, {(report['first'] or '-')[:19]} → {(report['last'] or '-')[:19]}\n"
+        f"stored {report['stored']:,} price changes; {report['unchanged']:,} repeated the price in "
+        f"force; {report['late']:,} older than rolled-up history (dropped); "
+        f"{report['compacted']:,} series rolled up; {report['hardware']:,} instance types learned")
+
+
+def retention_line(settings: Any) -> str:
+    return (f"raw price changes: {settings.raw_days:g} days (at most {settings.raw_max_points:,} "
+            f"per series); hourly rollups: {settings.rollup_days:g} days")
+
+
+def _range(d: dict[str, float] | None, fmt: str) -> str:
+    if d is None:
+        return "never finishes"
+    return f"{fmt.format(d['expected'])} ({fmt.format(d['low'])}–{fmt.format(d['high'])})"
+
+
+def plan_panel(plan: dict[str, Any]) -> Panel:
+    """Scenarios and the best offers of ``POST /v1/plans``."""
+    head = Text(f"{plan['compute_hours']:g} compute hours ({plan['gpu_hours']:g} GPU-hours); "
+                f"prices: history since {plan['lookback_since'][:10]}; offers: "
+                f"{plan['offers_source']} ({plan['eligible']} fit)")
+    scen = _table("scenarios: expected (low–high)")
+    for col in ("scenario", "offer", "$/h mean", "risk", "hours", "cost"):
+        scen.add_column(col, no_wrap=col != "offer")
+    for name, est in plan["scenarios"].items():
+        if not est or "series" not in est:
+            scen.add_row(name, (est or {}).get("reason", "no offer fits"), "-", "-", "-", "-")
+            continue
+        scen.add_row(name, f"{est['provider']}/{est['zone']} {est['instance_type']} {est['market']}",
+                     _usd(est["price_mean"], 3), f"{100 * est['interruption_risk']:.0f}%",
+                     _range(est["duration_hours"], "{:.2f}"), _range(est["cost_usd"], "${:,.2f}"))
+    best = _table("five best offers by expected cost")
+    for col in ("offer", "GPU", "$/h p10/mean/p90", "risk", "rework h", "cost"):
+        best.add_column(col, no_wrap=col != "offer")
+    for est in plan["best_offers"]:
+        rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
+        best.add_row(f"{est['provider']}/{est['zone']} {est['instance_type']} {est['market']}",
+                     f"{est['gpu_count']}x {est['gpu_model']}",
+                     f"{est['price_p10']:.3f}/{est['price_mean']:.3f}/{est['price_p90']:.3f}",
+                     f"{100 * est['interruption_risk']:.0f}%", rework,
+                     _range(est["cost_usd"], "${:,.2f}"))
+    a = plan["assumptions"]
+    foot = Text(f"rework: each interruption loses half a checkpoint sync interval "
+                f"({a['sync_interval_s']:g} s) plus {a['restart_overhead_h']:g} h to restart",
+                style="dim")
+    return Panel(Group(head, scen, best, foot), title=f"plan: {plan['job']}", box=box.ROUNDED)
+
+
+def cost_report(report: dict[str, Any]) -> Group:
+    """Jobs and totals of ``GET /v1/cost-report``."""
+    table = _table("cost report (USD; compute in market hours)")
+    for col in ("job", "state", "compute", "storage", "transfer", "total", "GPU-h", "$/GPU-h",
+                "on-demand", "saved"):
+        table.add_column(col, no_wrap=col != "job", justify="left" if col in ("job", "state") else "right")
+    for r in report["jobs"] + [dict(report["totals"], job="total", state="")]:
+        saved = "-" if r.get("savings_pct") is None else f"{r['savings_pct']:.1f}%"
+        table.add_row(r["job"], r["state"], _usd(r["compute_usd"], 2), _usd(r["storage_usd"], 4),
+                      _usd(r["transfer_usd"], 4), _usd(r["total_usd"], 2), f"{r['gpu_hours']:.2f}",
+                      _usd(r["usd_per_gpu_hour"], 3), _usd(r["on_demand_usd"], 2), saved)
+    p = report["prices"]
+    note = Text(f"storage ${p['storage_usd_per_gb_month']}/GB-month, transfer "
+                f"${p['transfer_usd_per_gb']}/GB, estimated from checkpoint manifests", style="dim")
+    return Group(table, note)

@@ -1,0 +1,84 @@
+"""HTTP routes for price history, plans and cost reports (user token required).
+
+- ``GET /v1/history``: statistics per series or group (:func:`scheduler.services.history.query`).
+- ``GET /v1/history/points``: one series' step function, for plots.
+- ``POST /v1/plans``: a job spec's cost and duration estimate (:mod:`scheduler.services.plans`).
+- ``GET /v1/cost-report``: recorded costs of a job or of the jobs since a time
+  (:mod:`scheduler.services.costs`).
+
+``GET /v1/offers?at=TIME`` (the market as it was, from history) is served by the offers
+route of :mod:`scheduler.api.app` through :func:`scheduler.services.history.offers_at`.
+Bad parameters answer 422 with ``{"detail": "<field>: <problem and what is allowed>"}``; an
+invalid job spec as ``POST /v1/jobs`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel, Field
+
+from scheduler.api.auth import require_user
+from scheduler.checkpoints.objectstore import ObjectStore
+from scheduler.services import costs as cost_service
+from scheduler.services import history as history_service
+from scheduler.services import plans as plan_service
+from scheduler.store import Store
+
+
+class PlanRequest(BaseModel):
+    spec: dict[str, Any]
+    compute_hours: float | None = Field(default=None, gt=0, le=1_000_000)
+    lookback: str = "30d"
+
+
+def query_error(exc: history_service.QueryError) -> HTTPException:
+    return HTTPException(422, str(exc))
+
+
+def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
+    """The routes over ``store`` (and ``objects``, the checkpoint store, for cost reports)."""
+    api = APIRouter(dependencies=[Depends(require_user)])
+
+    @api.get("/v1/history")
+    def history(gpu: str | None = None, provider: str | None = None, region: str | None = None,
+                zone: str | None = None, instance_type: str | None = None,
+                market: str | None = None, since: str = "30d", until: str | None = None,
+                by: str = "series", per_gpu: bool = False) -> dict[str, Any]:
+        try:
+            return history_service.query(store, since=since, until=until, by=by, per_gpu=per_gpu,
+                                         gpu=gpu, provider=provider, region=region, zone=zone,
+                                         instance_type=instance_type, market=market)
+        except history_service.QueryError as exc:
+            raise query_error(exc) from None
+
+    @api.get("/v1/history/points")
+    def history_points(series: str, since: str = "30d", until: str | None = None) -> dict[str, Any]:
+        try:
+            return history_service.points(store, series, since, until)
+        except history_service.QueryError as exc:
+            raise query_error(exc) from None
+
+    @api.post("/v1/plans")
+    def make_plan(body: PlanRequest) -> dict[str, Any]:
+        try:
+            return plan_service.plan(store, body.spec, body.compute_hours, body.lookback)
+        except history_service.QueryError as exc:
+            raise query_error(exc) from None
+
+    @api.get("/v1/cost-report")
+    def cost_report(job: str | None = None, since: str | None = None,
+                    limit: int = Query(1000, ge=1, le=10_000),
+                    storage_usd_per_gb_month: float = Query(cost_service.STORAGE_USD_PER_GB_MONTH, ge=0),
+                    transfer_usd_per_gb: float = Query(cost_service.TRANSFER_USD_PER_GB, ge=0)
+                    ) -> dict[str, Any]:
+        try:
+            when = history_service.parse_when(since, "since")
+        except history_service.QueryError as exc:
+            raise query_error(exc) from None
+        return cost_service.report(store, objects, job_id=job, since=when, limit=limit,
+                                   storage_usd_per_gb_month=storage_usd_per_gb_month,
+                                   transfer_usd_per_gb=transfer_usd_per_gb)
+
+    return api

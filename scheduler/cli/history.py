@@ -1,0 +1,246 @@
+"""Price history, plans and cost reports: ``history``, ``history import``, ``history
+retention``, ``plan``, ``cost-report``.
+
+Queries go through the daemon's API when one answers in ``GA_HOME``; otherwise they read
+Redis directly (``REDIS_URL``, else the embedded Redis of ``GA_HOME``), so planning works
+without a running daemon. ``history import`` and ``history retention`` always talk to Redis
+directly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from scheduler.cli import render
+from scheduler.cli.app import HomeOption, app, client, console, err, fail
+from scheduler.cli.client import CliError
+
+history_app = typer.Typer(help="Price history: statistics per series or group, plots, import "
+                               "of recorded prices, retention.", invoke_without_command=True)
+app.add_typer(history_app, name="history")
+
+FORMATS = ("table", "json", "csv")
+
+
+def _store(home: Optional[Path]):
+    """A Store over ``REDIS_URL`` or the embedded Redis of ``home``."""
+    from scheduler.config import home_dir
+    from scheduler.store import Store
+    from scheduler.store.connection import connect
+
+    try:
+        return Store.over(connect(home=home or home_dir()))
+    except Exception as exc:  # connection refused, embedded server failed to start
+        raise CliError(f"cannot reach Redis: {exc}") from None
+
+
+def _objects(home: Optional[Path]):
+    from scheduler.checkpoints.urls import open_store
+    from scheduler.config import home_dir
+
+    url = os.environ.get("GA_STORE_URL") or ((home or home_dir()) / "checkpoints").resolve().as_uri()
+    return open_store(url)
+
+
+def call(home: Optional[Path], method: str, path: str, local: Callable[[Any], Any],
+         params: dict[str, Any] | None = None, body: Any = None) -> Any:
+    """The API's answer when a daemon answers for ``home``; else ``local(store)``."""
+    try:
+        api = client(home)
+        api.get("/v1/health")
+    except CliError:
+        from scheduler.services.history import QueryError
+
+        try:
+            return local(_store(home))
+        except QueryError as exc:
+            raise CliError(str(exc)) from None
+    if method == "GET":
+        return api.get(path, **(params or {}))
+    return api.post(path, json=body)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        err.print(f"[bold red]error:[/] --format: got {fmt!r}; allowed: {', '.join(FORMATS)}")
+        raise typer.Exit(2)
+
+
+def emit(rows: list[dict[str, Any]], fmt: str, whole: Any, table: Callable[[], Any]) -> None:
+    """Print ``whole`` as JSON, ``rows`` as CSV, or ``table()`` with rich."""
+    if fmt == "json":
+        typer.echo(json.dumps(whole, indent=2, default=str))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]), extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                              for k, v in r.items()} for r in rows)
+        typer.echo(buf.getvalue(), nl=False)
+    else:
+        console.print(table())
+
+
+@history_app.callback()
+def history(
+    ctx: typer.Context,
+    gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
+    provider: Optional[str] = typer.Option(None),
+    region: Optional[str] = typer.Option(None),
+    zone: Optional[str] = typer.Option(None),
+    instance_type: Optional[str] = typer.Option(None, "--instance-type"),
+    market: Optional[str] = typer.Option(None, help="spot or on-demand"),
+    since: str = typer.Option("30d", help="start: a duration ago (30d, 12h, 1y) or an ISO date"),
+    until: Optional[str] = typer.Option(None, help="end (default now), same forms as --since"),
+    by: str = typer.Option("series", help="series, zone, region, provider or hour-of-day"),
+    per_gpu: bool = typer.Option(False, "--per-gpu", help="prices per GPU-hour"),
+    plot: bool = typer.Option(False, "--plot", help="draw the series in the terminal"),
+    plot_max: int = typer.Option(6, min=1, max=20, help="most series drawn by --plot"),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv"),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Price statistics per series (or group): min, p50, mean, p90, max, last, changes,
+    volatility, over a window. Prices are USD/hour, time-weighted."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from scheduler.services import history as service
+
+    _check_format(fmt)
+    params = dict(gpu=gpu, provider=provider, region=region, zone=zone,
+                  instance_type=instance_type, market=market)
+    query = dict(since=since, until=until, by=by, per_gpu=per_gpu)
+    try:
+        result = call(home, "GET", "/v1/history", lambda s: service.query(s, **query, **params),
+                      params={**params, **query})
+        rows = result["rows"]
+        if not rows:
+            err.print(render.history_empty(result))
+            raise typer.Exit(1)
+        emit(rows, fmt, result, lambda: render.history_table(result))
+        if plot and by == "series":
+            series = [r["series_key"] for r in rows[:plot_max]]
+            curves = [call(home, "GET", "/v1/history/points",
+                           lambda st, s=s: service.points(st, s, since, until),
+                           params={"series": s, "since": since, "until": until}) for s in series]
+            typer.echo(render.history_plot(curves, per_gpu_note=per_gpu))
+            if len(rows) > plot_max:
+                err.print(f"(plotted the {plot_max} cheapest of {len(rows)} series; --plot-max N)")
+        elif plot:
+            err.print("--plot draws series: use it with --by series")
+    except CliError as exc:
+        fail(exc)
+
+
+@history_app.command("import")
+def import_(path: Path = typer.Argument(..., help="a dump file or folder (.json, .tsv, .csv)"),
+            provider: Optional[str] = typer.Option(None, help="cloud of a catalog snapshot"),
+            at: Optional[str] = typer.Option(None, help="date of a catalog snapshot"),
+            home: Optional[Path] = HomeOption) -> None:
+    """Load recorded prices into history, straight into Redis (REDIS_URL or GA_HOME's
+    embedded Redis): describe-spot-price-history JSON, the AWS spot archive TSV, or dated
+    SkyPilot catalog snapshots. Importing the same files again stores nothing new."""
+    from scheduler.services.history import QueryError, parse_when
+    from scheduler.services.history_import import ImportError_, import_path
+
+    try:
+        when = parse_when(at, "--at")
+        report = import_path(_store(home), path, provider=provider, at=when)
+    except (ImportError_, QueryError) as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    except CliError as exc:
+        fail(exc)
+    console.print(render.import_summary(report.as_dict()))
+
+
+@history_app.command("retention")
+def retention(raw_days: Optional[float] = typer.Option(None, help="days of raw price changes"),
+              rollup_days: Optional[float] = typer.Option(None, help="days of hourly rollups"),
+              raw_max_points: Optional[int] = typer.Option(None, help="raw changes per series, at most"),
+              home: Optional[Path] = HomeOption) -> None:
+    """Show or change how long history is kept (shared by every daemon on this Redis)."""
+    changes = {k: v for k, v in dict(raw_days=raw_days, rollup_days=rollup_days,
+                                     raw_max_points=raw_max_points).items() if v is not None}
+    try:
+        history = _store(home).offers.history
+        settings = history.configure(**changes) if changes else history.settings()
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    except CliError as exc:
+        fail(exc)
+    console.print(render.retention_line(settings))
+
+
+@app.command()
+def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
+         compute_hours: Optional[float] = typer.Option(
+             None, "--compute-hours", min=0.001, help="instance-hours the job needs without "
+                                                     "interruptions (default: 1, per compute hour)"),
+         lookback: str = typer.Option("30d", help="price history used for the quantiles"),
+         fmt: str = typer.Option("table", "--format", help="table or json"),
+         home: Optional[Path] = HomeOption) -> None:
+    """Estimate a job's cost and duration before it runs: all on-demand, on spot, and under
+    the active placement policy, from price history and interruption risk; the five best offers."""
+    from scheduler.cli.bundle import load_spec_file
+    from scheduler.services import plans as service
+    from scheduler.services.jobs import SpecError
+
+    _check_format(fmt)
+    try:
+        raw = load_spec_file(spec_file)
+        result = call(home, "POST", "/v1/plans",
+                      lambda s: service.plan(s, raw, compute_hours, lookback),
+                      body={"spec": raw, "compute_hours": compute_hours, "lookback": lookback})
+    except SpecError as exc:
+        fail(CliError(str(exc), exc.problems))
+    except CliError as exc:
+        fail(exc)
+    emit(result["best_offers"], fmt, result, lambda: render.plan_panel(result))
+
+
+@app.command("cost-report")
+def cost_report(job: Optional[str] = typer.Argument(None, help="a job id (default: all jobs)"),
+                since: Optional[str] = typer.Option(None, help="jobs created since (30d, ISO date)"),
+                storage_usd_per_gb_month: float = typer.Option(0.023, min=0),
+                transfer_usd_per_gb: float = typer.Option(0.09, min=0),
+                fmt: str = typer.Option("table", "--format", help="table, json or csv"),
+                home: Optional[Path] = HomeOption) -> None:
+    """Recorded costs: compute per placement, checkpoint storage and transfer, savings
+    against all on-demand, cost per GPU-hour."""
+    from scheduler.services import costs as service
+    from scheduler.services.history import parse_when
+    from scheduler.services.jobs import JobNotFound
+
+    _check_format(fmt)
+    prices = dict(storage_usd_per_gb_month=storage_usd_per_gb_month,
+                  transfer_usd_per_gb=transfer_usd_per_gb)
+    try:
+        result = call(home, "GET", "/v1/cost-report",
+                      lambda s: service.report(s, _objects(home), job_id=job,
+                                               since=parse_when(since, "since"), **prices),
+                      params={"job": job, "since": since, **prices})
+    except JobNotFound:
+        fail(CliError(f"no job {job!r}"))
+    except CliError as exc:
+        fail(exc)
+    rows = [{k: v for k, v in r.items() if k not in ("placements", "checkpoints")}
+            for r in result["jobs"]]
+    emit(rows, fmt, result, lambda: render.cost_report(result))
+
+
+def offers_at(home: Optional[Path], at: str, **filters: Any) -> list[dict[str, Any]]:
+    """``schedctl offers --at``: rows of ``GET /v1/offers?at=`` (or read locally)."""
+    from scheduler.services import history as service
+
+    return call(home, "GET", "/v1/offers", lambda s: service.offers_at(s, at, **filters),
+                params={"at": at, **filters})

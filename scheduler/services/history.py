@@ -1,0 +1,285 @@
+"""Price-history queries behind ``schedctl history``, ``schedctl offers --at`` and their API
+routes: which series match, their time-weighted statistics per series or per group, the
+market at a past moment, and points to plot.
+
+Data: the history store (:mod:`scheduler.store.history`); GPU model and VRAM of a series come
+from the ``provider/instance_type`` hardware map in Redis, kept up to date from the latest
+offers on every query (and from catalogs at import), with the AWS table of
+:mod:`providers.catalog.gpus` as a last resort. Statistics are defined in
+:mod:`scheduler.services.history_stats`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from providers.catalog.gpus import AWS_GPU_TYPES
+from scheduler.models import Market, OfferKey, utcnow
+from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
+from scheduler.store import Store
+from scheduler.store.history import SeriesMeta, from_ms, to_ms
+from scheduler.store.rollups import Piece
+
+GROUPINGS = ("series", "zone", "region", "provider", "hour-of-day")
+_GROUP_FIELDS: dict[str, tuple[str, ...]] = {
+    "series": ("provider", "region", "zone", "instance_type", "market"),
+    "zone": ("provider", "region", "zone"), "region": ("provider", "region"),
+    "provider": ("provider",), "hour-of-day": ("hour",),
+}
+_RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w|y)$")
+_UNIT_S = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+class QueryError(ValueError):
+    """A bad query parameter; ``field`` names it, the message says what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def parse_when(text: str | None, field: str, now: datetime | None = None) -> datetime | None:
+    """A time as the CLI and API accept it.
+
+    Accepts ``None``/``""`` (→ ``None``), ``now``, a duration ago (``30d``, ``12h``, ``90m``,
+    ``2w``, ``1y``), an ISO-8601 date (``2020-03-01``, midnight UTC) or date-time (with a
+    timezone, or UTC when naive). Returns an aware UTC datetime.
+
+    Raises:
+        QueryError: naming ``field`` and the accepted forms.
+    """
+    if text is None or not str(text).strip():
+        return None
+    text = str(text).strip()
+    now = now or utcnow()
+    if text == "now":
+        return now
+    m = _RELATIVE_RE.match(text)
+    if m:
+        return now - timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise QueryError(field, f"got {text!r}; use a duration ago (30d, 12h, 90m, 2w, 1y), "
+                                "an ISO date (2020-03-01) or date-time (2020-03-01T12:00Z)") from None
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+
+
+def hardware_map(store: Store) -> dict[str, dict[str, Any]]:
+    """``"provider/instance_type"`` → hardware (``gpu_model``, ``gpu_count``, ``vram_gib``,
+    ``vcpus``, ``memory_gib``): the Redis map, refreshed from the latest offers (written back
+    when they add or change an entry), then the AWS table for AWS types still unknown."""
+    history = store.offers.history
+    known = history.hardware()
+    fresh: dict[str, dict[str, Any]] = {}
+    for o in store.offers.all_offers():
+        hw = {"gpu_model": o.gpu_model, "gpu_count": o.gpu_count, "vram_gib": o.vram_gib,
+              "vcpus": o.vcpus, "memory_gib": o.memory_gib, "source": "offers"}
+        name = f"{o.provider}/{o.instance_type}"
+        if known.get(name) != hw and name not in fresh:
+            fresh[name] = hw
+    if fresh:
+        history.remember_hardware(fresh)
+        known.update(fresh)
+    return known
+
+
+def _hardware_of(hw: dict[str, dict[str, Any]], key: OfferKey) -> dict[str, Any] | None:
+    found = hw.get(f"{key.provider}/{key.instance_type}")
+    if found is None and key.provider == "aws":
+        found = AWS_GPU_TYPES.get(key.instance_type)
+    return found
+
+
+def select_series(store: Store, *, gpu: str | None = None, provider: str | None = None,
+                  region: str | None = None, zone: str | None = None,
+                  instance_type: str | None = None, market: str | None = None,
+                  min_vram_gib: float = 0) -> list[tuple[str, OfferKey, dict[str, Any] | None]]:
+    """Series with history matching every filter given (case-insensitive equality; ``gpu``
+    against the series' GPU model), as ``(series, key, hardware or None)``, sorted."""
+    if market not in (None, "spot", "on-demand"):
+        raise QueryError("market", f"got {market!r}; allowed: spot, on-demand")
+    hw = hardware_map(store)
+    wanted = {"provider": provider, "region": region, "zone": zone,
+              "instance_type": instance_type, "market": market}
+    out = []
+    for series in store.offers.history.series():
+        try:
+            key = OfferKey.from_series(series)
+        except ValueError:
+            continue
+        values = {"provider": key.provider, "region": key.region, "zone": key.zone,
+                  "instance_type": key.instance_type, "market": key.market.value}
+        if any(v is not None and values[k].lower() != v.lower() for k, v in wanted.items()):
+            continue
+        info = _hardware_of(hw, key)
+        if gpu and (info is None or str(info["gpu_model"]).lower() != gpu.lower()):
+            continue
+        if min_vram_gib and (info is None or float(info["vram_gib"]) < min_vram_gib):
+            continue
+        out.append((series, key, info))
+    return out
+
+
+def _window(meta: SeriesMeta, start_ms: int, end_ms: int, live: bool) -> tuple[int, int] | None:
+    """The part of ``[start_ms, end_ms]`` the series covers; a live series covers up to now."""
+    extent_end = end_ms if live else min(end_ms, meta.last_seen_ms)
+    lo, hi = max(start_ms, meta.first_ms), extent_end
+    return (lo, hi) if lo <= hi else None
+
+
+def query(store: Store, *, since: str | None = "30d", until: str | None = None,
+          by: str = "series", per_gpu: bool = False, now: datetime | None = None,
+          **filters: Any) -> dict[str, Any]:
+    """Statistics of the matching series over ``[since, until]``.
+
+    Args:
+        since, until: see :func:`parse_when` (defaults: 30 days ago, now).
+        by: one of :data:`GROUPINGS`; groups pool their series' time-weighted distributions.
+        per_gpu: prices per GPU-hour (divided by each series' GPU count; series of unknown
+            hardware are left out).
+        filters: ``gpu``, ``provider``, ``region``, ``zone``, ``instance_type``, ``market``.
+
+    Returns:
+        ``{"since", "until", "by", "per_gpu", "rows": [...], "matched", "outside": {"count",
+        "first", "last"}}``; each row holds its group fields (plus hardware for ``series``) and
+        the statistics of :class:`~scheduler.services.history_stats.Accumulator`.
+
+    Raises:
+        QueryError: a bad ``since``/``until``/``by``/``market`` (names the field).
+    """
+    if by not in GROUPINGS:
+        raise QueryError("by", f"got {by!r}; allowed: {', '.join(GROUPINGS)}")
+    now = now or utcnow()
+    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=timezone.utc)
+    end = parse_when(until, "until", now) or now
+    if end < start:
+        raise QueryError("until", "must not be before since")
+    matched = select_series(store, **filters)
+    history = store.offers.history
+    metas = history.metas([s for s, _, _ in matched])
+    live = history.live(list(metas))
+    groups: dict[tuple, Accumulator] = defaultdict(Accumulator)
+    labels: dict[tuple, dict[str, Any]] = {}
+    outside: list[SeriesMeta] = []
+    for series, key, info in matched:
+        meta = metas.get(series)
+        span = meta and _window(meta, to_ms(start), to_ms(end), series in live)
+        if not span:
+            if meta:
+                outside.append(meta)
+            continue
+        if per_gpu and not (info and info.get("gpu_count")):
+            continue
+        divisor = float(info["gpu_count"]) if per_gpu else 1.0
+        pieces, changes = history.pieces(meta, *span)
+        _accumulate(by, key, info, pieces, changes, divisor, groups, labels)
+    rows = [{**labels[g], **acc.result()} for g, acc in groups.items() if acc.result()]
+    rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", "")))
+    return {
+        "since": start.isoformat(), "until": end.isoformat(), "by": by, "per_gpu": per_gpu,
+        "matched": len(matched), "rows": rows,
+        "outside": {"count": len(outside),
+                    "first": from_ms(min(m.first_ms for m in outside)).isoformat() if outside else None,
+                    "last": from_ms(max(m.last_seen_ms for m in outside)).isoformat() if outside else None},
+    }
+
+
+def _accumulate(by: str, key: OfferKey, info: dict[str, Any] | None, pieces: list[Piece],
+                changes: int, divisor: float, groups: dict[tuple, Accumulator],
+                labels: dict[tuple, dict[str, Any]]) -> None:
+    values = {"provider": key.provider, "region": key.region, "zone": key.zone,
+              "instance_type": key.instance_type, "market": key.market.value}
+    if by == "hour-of-day":
+        changes_by_hour = _changes_by_hour(pieces)
+        for hour, parts in split_by_hour_of_day(pieces).items():
+            if not parts:
+                continue
+            acc = groups[(hour,)]
+            labels[(hour,)] = {"hour": hour}
+            acc.series += 1
+            acc.changes += changes_by_hour.get(hour, 0)
+            for piece, dur in parts:
+                acc.add_piece(piece, divisor, dur)
+        return
+    group = tuple(values[f] for f in _GROUP_FIELDS[by])
+    label = dict(zip(_GROUP_FIELDS[by], group))
+    if by == "series":
+        label["series_key"] = key.series()
+        label.update({k: (info or {}).get(k) for k in ("gpu_model", "gpu_count", "vram_gib")})
+    labels[group] = label
+    groups[group].add(pieces, changes, divisor)
+
+
+def _changes_by_hour(pieces: list[Piece]) -> dict[int, int]:
+    """Changes per UTC hour of day, approximated by piece starts after the first."""
+    out: dict[int, int] = defaultdict(int)
+    for prev, p in zip(pieces, pieces[1:]):
+        if p.lo != prev.last or p.hi != p.lo:
+            out[(p.start_ms % 86_400_000) // 3_600_000] += 1
+    return out
+
+
+def points(store: Store, series: str, since: str | None = "30d", until: str | None = None,
+           now: datetime | None = None) -> dict[str, Any]:
+    """The series' step function over the window for plotting: ``{"series", "points":
+    [[iso time, price], ...]}`` with one point per piece start plus the window end (rolled-up
+    hours give their mean). Raises ``QueryError`` for a bad time or an unknown series."""
+    now = now or utcnow()
+    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=timezone.utc)
+    end = parse_when(until, "until", now) or now
+    history = store.offers.history
+    meta = history.metas([series]).get(series)
+    if meta is None:
+        raise QueryError("series", f"no history for {series!r}")
+    span = _window(meta, to_ms(start), to_ms(end), series in history.live([series]))
+    pieces = history.pieces(meta, *span)[0] if span else []
+    out = [[from_ms(p.start_ms).isoformat(), p.mean] for p in pieces]
+    if pieces:
+        out.append([from_ms(pieces[-1].end_ms).isoformat(), pieces[-1].last])
+    return {"series": series, "points": out}
+
+
+def offers_at(store: Store, at: str, *, gpu: str | None = None, provider: str | None = None,
+              market: str | None = None, min_vram_gib: float = 0,
+              now: datetime | None = None) -> list[dict[str, Any]]:
+    """The market as it was at ``at`` (see :func:`parse_when`), from history: rows shaped
+    like :func:`scheduler.services.offers.table` (spot and on-demand side by side per
+    instance type and zone), ``observed_at`` = since when that price was in force, risk
+    unknown (``None``). Series whose history does not cover ``at`` are left out."""
+    when = parse_when(at, "at", now or utcnow())
+    assert when is not None
+    matched = select_series(store, gpu=gpu, provider=provider, min_vram_gib=min_vram_gib)
+    history = store.offers.history
+    names = [s for s, _, _ in matched]
+    metas = history.metas(names)
+    live = history.live(names)
+    at_ms = to_ms(when)
+    covered = [s for s in names if s in metas and (s in live or metas[s].last_seen_ms >= at_ms)]
+    prices = history.prices_at(covered, at_ms)
+    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for series, key, info in matched:
+        if series not in prices:
+            continue
+        price, since_ms = prices[series]
+        info = info or {}
+        row = rows.setdefault((key.provider, key.region, key.zone, key.instance_type), {
+            "gpu_model": info.get("gpu_model", "?"), "gpu_count": info.get("gpu_count", 0),
+            "vram_gib": info.get("vram_gib", 0), "provider": key.provider, "region": key.region,
+            "zone": key.zone, "instance_type": key.instance_type,
+            "on_demand_usd_per_hour": None, "spot_usd_per_hour": None,
+            "interruption_risk": None, "observed_at": from_ms(since_ms).isoformat()})
+        field = "spot_usd_per_hour" if key.market is Market.SPOT else "on_demand_usd_per_hour"
+        row[field] = price
+    out = list(rows.values())
+    if market in ("spot", "on-demand"):
+        field = "spot_usd_per_hour" if market == "spot" else "on_demand_usd_per_hour"
+        out = [r for r in out if r[field] is not None]
+    cheapest: Callable[[dict[str, Any]], float] = lambda r: min(  # noqa: E731
+        p for p in (r["spot_usd_per_hour"], r["on_demand_usd_per_hour"], float("inf")) if p is not None)
+    out.sort(key=lambda r: (cheapest(r), r["zone"], r["instance_type"]))
+    return out
