@@ -67,6 +67,7 @@ class Injected:
     code: str
     message: str
     times: int
+    region: str | None = None
 
 
 @dataclass
@@ -189,10 +190,12 @@ class FakeEcs:
 
     # ----- test controls ------------------------------------------------------------------
     def fail(self, action: str, code: str, *, status: int = 400, message: str = "",
-             times: int = 1) -> None:
-        """The next ``times`` authenticated calls of ``action`` fail with ``code``."""
+             times: int = 1, region: str | None = None) -> None:
+        """The next ``times`` authenticated calls of ``action`` (in ``region``, when given)
+        fail with ``code``."""
         with self.lock:
-            self._injected.setdefault(action, []).append(Injected(status, code, message, times))
+            self._injected.setdefault(action, []).append(
+                Injected(status, code, message, times, region))
 
     def reclaim(self, instance_id: str) -> None:
         """ECS starts reclaiming the spot instance: the ``Recycling`` operation lock."""
@@ -218,11 +221,11 @@ class FakeEcs:
                                                    if k != "Signature"}))
             self.counts[action] += 1
             queue = self._injected.get(action) or []
-            if queue:
-                injected = queue[0]
+            injected = next((i for i in queue if i.region in (None, region)), None)
+            if injected is not None:
                 injected.times -= 1
                 if injected.times <= 0:
-                    queue.pop(0)
+                    queue.remove(injected)
                 raise EcsError(injected.status, injected.code, injected.message)
         handler = getattr(self, f"_{action}", None)
         if handler is None:
