@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from providers.aliyun.settings import AliyunSettings
 from providers.aws.settings import AwsSettings
 from providers.base import Provider
 from scheduler.config import examples_dir, shared_data_dir
@@ -112,6 +113,40 @@ def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     return AwsProvider(AwsConfig.model_validate(entry), home / "aws")
 
 
+class AliyunConfig(AliyunSettings):
+    """``kind: aliyun``: Alibaba Cloud ECS spot and pay-as-you-go GPU offers
+    (``providers/aliyun``); every other field is documented on
+    :class:`providers.aliyun.settings.AliyunSettings`. Credentials come from the environment
+    (``ALIBABA_CLOUD_ACCESS_KEY_ID``/``ALIBABA_CLOUD_ACCESS_KEY_SECRET``, optionally
+    ``ALIBABA_CLOUD_SECURITY_TOKEN``) or the ECS instance's RAM role (``ecs_ram_role``), never
+    from this file. Prices are converted to USD with ``exchange_rates_usd``. Example::
+
+        - kind: aliyun
+          regions: [cn-hangzhou]
+          site: china                        # prices in CNY
+          exchange_rates_usd: {CNY: 0.1385}  # USD per 1 CNY
+          instance_types: ["ecs.gn6i-*", "ecs.gn7*"]
+          launch:
+            image_id: ubuntu_22_04_x64_20G_alibase_20240130.vhd
+            vswitches: {cn-hangzhou-h: vsw-bp1abc, cn-hangzhou-i: vsw-bp1def}
+            security_groups: {cn-hangzhou: sg-bp1xyz}
+    """
+
+    kind: str
+
+
+def _aliyun(entry: dict[str, Any], base: Path, home: Path) -> Provider:
+    from providers.aliyun import AliyunProvider
+
+    secrets = _secret_like_fields(entry)
+    if secrets:
+        raise ProviderConfigError(
+            f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
+            "(value not shown); set ALIBABA_CLOUD_ACCESS_KEY_ID/ALIBABA_CLOUD_ACCESS_KEY_SECRET "
+            "in the daemon's environment, or use ecs_ram_role on ECS")
+    return AliyunProvider(AliyunConfig.model_validate(entry))
+
+
 def _catalog(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     """``kind: catalog``: public SkyPilot-format catalogs, display and planning only
     (:class:`providers.catalog.provider.CatalogConfig`). Paths may use ``${GA_DATA_DIR}`` and
@@ -128,7 +163,8 @@ def _catalog(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     return CatalogProvider(config, home / "catalogs")
 
 
-FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws, "catalog": _catalog}
+FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws, "catalog": _catalog,
+                                 "aliyun": _aliyun}
 
 
 def default_entries() -> list[dict[str, Any]]:
