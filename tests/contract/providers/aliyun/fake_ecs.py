@@ -83,6 +83,7 @@ class FakeInstance:
     created_at: datetime
     status: str = "Pending"
     locks: list[str] = field(default_factory=list)
+    hidden_for: int = 0  # DescribeInstances answers that do not list it yet
 
     def view(self) -> dict[str, Any]:
         return {
@@ -161,14 +162,17 @@ class FakeEcs:
     - **credentials**: AccessKeyId → secret it accepts.
     - **page_size**: caps every page below what the client asked.
     - **now**: the fake's clock for price history windows (default: wall clock).
+    - **hide_new_instances**: how many DescribeInstances answers leave out a new instance
+      (ECS lists a new instance a moment after RunInstances answered).
     """
 
     def __init__(self, catalog: Catalog, credentials: dict[str, str], *, page_size: int = 100,
-                 now: Callable[[], datetime] | None = None) -> None:
+                 now: Callable[[], datetime] | None = None, hide_new_instances: int = 0) -> None:
         self.catalog = catalog
         self.credentials = dict(credentials)
         self.page_size = page_size
         self.now = now or (lambda: datetime.now(timezone.utc))
+        self.hide_new_instances = hide_new_instances
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.counts: Counter[str] = Counter()
@@ -383,7 +387,8 @@ class FakeEcs:
         instance = FakeInstance(
             instance_id=f"i-{secrets.token_hex(10)}", region=region, zone=zone,
             instance_type=itype, spot_strategy=strategy, client_token=token, tags=tags,
-            params=params, created_at=datetime.now(timezone.utc))
+            params=params, created_at=datetime.now(timezone.utc),
+            hidden_for=self.hide_new_instances)
         with self.lock:
             self.instances[instance.instance_id] = instance
             if token:
@@ -409,9 +414,12 @@ class FakeEcs:
                        for i in range(1, 21) if f"Tag.{i}.Key" in params}
         ids = set(json.loads(params["InstanceIds"])) if params.get("InstanceIds") else None
         with self.lock:
+            hidden = [i for i in self.instances.values() if i.hidden_for > 0]
+            for instance in hidden:
+                instance.hidden_for -= 1
             found = [i for i in self.instances.values() if i.region == region
                      and all(i.tags.get(k) == v for k, v in wanted_tags.items())
-                     and (ids is None or i.instance_id in ids)]
+                     and (ids is None or i.instance_id in ids) and i not in hidden]
             found.sort(key=lambda i: i.instance_id)
             page, token = self._page(found, params)
             views = [i.view() for i in page]
