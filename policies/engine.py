@@ -32,7 +32,9 @@ import numpy as np
 
 from policies import budget, deadline, risk, zones
 from policies.availability import residual_up_h
-from policies.views import NO_OFFER, Decision, JobView, MarketView, MigrationDecision, Reason
+from policies.views import (
+    NO_OFFER, NO_ZONE, Decision, JobView, MarketView, MigrationDecision, Reason,
+)
 
 
 @dataclass(frozen=True)
@@ -93,28 +95,55 @@ def _rank(market: MarketView) -> np.ndarray:
     return rank
 
 
+def _hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> np.ndarray:
+    """Reclaims per hour, ``(m,)``/``(n, m)``: history, raised for zones correlated with a
+    recent reclaim (only computed when some job had one)."""
+    offers = market.offers
+    lam = risk.hazard_per_h(market.offer_stats, offers.is_spot)
+    recent = (jobs.last_preempted_zone != NO_ZONE) & \
+        (jobs.since_preemption_h < cfg.correlation_window_h)
+    if market.zone_correlation is not None and recent.any():
+        lam = lam * zones.correlated_hazard_factor(jobs, offers, market.zone_correlation,
+                                                   cfg.correlation_window_h)
+    return lam
+
+
+def _effective(jobs: JobView, market: MarketView, lam: np.ndarray) -> np.ndarray:
+    """``(n, m)`` risk-aware price; computed once per distinct reclaim loss when hazards and
+    prices are shared by all jobs (the common case: one market, one restart overhead)."""
+    n, m = len(jobs), len(market.offers)
+    loss = risk.loss_per_reclaim_h(jobs)
+    price = np.asarray(market.price_usd_per_hour)
+    if lam.ndim == 1 and price.ndim == 1:
+        uniq, inv = np.unique(loss[:, 0], return_inverse=True)
+        rows = price[None, :] * risk.inflation(lam[None, :], uniq[:, None])
+        return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
+    return np.broadcast_to(price, (n, m)) * risk.inflation(lam, loss)
+
+
 def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     n, m = len(jobs), len(market.offers)
     offers = market.offers
-    avail = np.broadcast_to(market.available, (n, m))
-    cool = zones.cooling_zone_mask(jobs, offers, avail, cfg.same_zone_cooldown_h,
-                                   cfg.same_zone_strict)
-    cand = avail & ~cool
-    lam = risk.hazard_per_h(market.offer_stats, offers.is_spot)
-    lam = lam * zones.correlated_hazard_factor(jobs, offers, market.zone_correlation,
-                                               cfg.correlation_window_h)
+    cand = np.broadcast_to(market.available, (n, m))
+    if ((jobs.last_preempted_zone != NO_ZONE) & (jobs.since_preemption_h < cfg.same_zone_cooldown_h)).any():
+        cand = cand & ~zones.cooling_zone_mask(jobs, offers, cand, cfg.same_zone_cooldown_h,
+                                               cfg.same_zone_strict)
+    eff = _effective(jobs, market, _hazard(jobs, market, cfg))
     price = np.broadcast_to(market.price_usd_per_hour, (n, m))
-    eff = price * risk.inflation(lam, risk.loss_per_reclaim_h(jobs))
     remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
                          jobs.remaining_compute_h)
-    is_current = np.arange(m)[None, :] == jobs.current[:, None]
-    launch_h = np.where(is_current, jobs.overhead_left_h[:, None],
-                        (jobs.restart_overhead_h + jobs.move_extra_h)[:, None])
+    running = jobs.current != NO_OFFER
+    launch_h = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
+    if running.any():
+        is_current = np.arange(m)[None, :] == jobs.current[:, None]
+        launch_h = np.where(is_current, jobs.overhead_left_h[:, None], launch_h)
     with np.errstate(invalid="ignore"):
-        finish = np.where(remaining[:, None] > 0, eff * remaining[:, None], 0.0) + price * launch_h
+        work = eff * remaining[:, None]
+    if (remaining <= 0).any():
+        work = np.where(remaining[:, None] > 0, work, 0.0)
+    finish = work + price * launch_h
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
-    running = jobs.current != NO_OFFER
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
     return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, _rank(market),
                 running & cur_spot, running & ~cur_spot)
