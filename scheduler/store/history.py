@@ -186,9 +186,8 @@ class HistoryStore:
         result = AppendResult()
         with self._r.pipeline(transaction=False) as pipe:
             for series in names:
-                args: list[str] = [series, str(to_ms(seen_until[series])) if series in seen_until else ""]
-                for ms, price in sorted(by_series[series].items()):
-                    args += [str(ms), price]
+                args = [series, str(to_ms(seen_until[series])) if series in seen_until else "",
+                        ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items()))]
                 self._append(keys=[keys.history_raw(series), keys.history_meta(series),
                                    keys.SERIES_INDEX], args=args, client=pipe)
             replies = pipe.execute()
@@ -197,23 +196,18 @@ class HistoryStore:
             result.stored += stored
             result.unchanged += unchanged
             result.late += late
-            if oldest >= 0 and self._cutoff(settings, int(seen), int(count), int(oldest), True):
+            if oldest >= 0 and self._due(settings, int(seen), int(count), int(oldest)):
                 due.append(series)
         if due:
             result.compacted += self.compact(due, settings)
         return result
 
     @staticmethod
-    def _cutoff(settings: HistorySettings, seen: int, count: int, oldest: int,
-                with_slack: bool) -> int | None:
-        """The hour boundary before which raw points should be rolled up, or ``None``."""
+    def _due(settings: HistorySettings, seen: int, count: int, oldest: int) -> bool:
+        """Is the raw tier past its window by the slack, or 10 % past its point cap?"""
         by_age = floor_hour(seen - int(settings.raw_days * DAY_MS))
-        slack = int(settings.compact_slack_h * HOUR_MS) if with_slack else 0
-        if oldest < by_age - slack:
-            return by_age
-        if count > settings.raw_max_points:
-            return by_age  # refined from the points themselves in _plan_compaction
-        return None
+        slack = int(settings.compact_slack_h * HOUR_MS)
+        return oldest < by_age - slack or count > settings.raw_max_points * 1.1
 
     def compact(self, names: list[str], settings: HistorySettings | None = None) -> int:
         """Roll the raw points of ``names`` that fell out of the raw window into hourly
@@ -223,33 +217,47 @@ class HistoryStore:
         with self._r.pipeline(transaction=False) as pipe:
             for series in names:
                 pipe.hgetall(keys.history_meta(series))
-                pipe.zrange(keys.history_raw(series), 0, -1, withscores=True)
-                pipe.zrevrangebyscore(keys.history_hourly(series), "+inf", "-inf", start=0, num=1)
+                pipe.zcard(keys.history_raw(series))
+            replies = pipe.execute()
+        plans: list[tuple[SeriesMeta, int, int]] = []  # meta, cutoff by age, excess points
+        for i, series in enumerate(names):
+            meta = SeriesMeta.parse(series, replies[2 * i])
+            if meta is not None:
+                cutoff = floor_hour(meta.last_seen_ms - int(settings.raw_days * DAY_MS))
+                plans.append((meta, cutoff, int(replies[2 * i + 1]) - settings.raw_max_points))
+        with self._r.pipeline(transaction=False) as pipe:
+            for meta, cutoff, excess in plans:
+                raw = keys.history_raw(meta.series)
+                if excess > 0:
+                    pipe.zrange(raw, excess, excess, withscores=True)
+                else:
+                    pipe.echo("-")
+                pipe.zrangebyscore(raw, "-inf", f"({cutoff}")
+                pipe.zrevrangebyscore(keys.history_hourly(meta.series), "+inf", "-inf", start=0, num=1)
             replies = pipe.execute()
         with self._r.pipeline(transaction=False) as pipe:
             planned = 0
-            for i, series in enumerate(names):
-                raw_meta, members, last_blob = replies[3 * i: 3 * i + 3]
-                meta = SeriesMeta.parse(series, raw_meta)
-                args = self._plan_compaction(meta, members, last_blob, settings) if meta else None
+            for i, (meta, cutoff, excess) in enumerate(plans):
+                at_excess, members, last_blob = replies[3 * i: 3 * i + 3]
+                if excess > 0 and at_excess:
+                    by_count = min(floor_hour(int(at_excess[0][1])) + HOUR_MS,
+                                   floor_hour(meta.last_seen_ms))
+                    if by_count > cutoff:
+                        cutoff = by_count
+                        members = self._r.zrangebyscore(keys.history_raw(meta.series), "-inf",
+                                                        f"({cutoff}")
+                args = self._plan_compaction(meta, cutoff, members, last_blob, settings)
                 if args is None:
                     continue
-                self._compact(keys=[keys.history_raw(series), keys.history_hourly(series),
-                                    keys.history_meta(series)], args=args, client=pipe)
+                self._compact(keys=[keys.history_raw(meta.series), keys.history_hourly(meta.series),
+                                    keys.history_meta(meta.series)], args=args, client=pipe)
                 planned += 1
             applied = pipe.execute() if planned else []
         return sum(int(a) for a in applied)
 
-    def _plan_compaction(self, meta: SeriesMeta, members: list[tuple[str, float]],
+    def _plan_compaction(self, meta: SeriesMeta, cutoff: int, members: list[str],
                          last_blob: list[str], settings: HistorySettings) -> list[str] | None:
-        if not members:
-            return None
-        cutoff = floor_hour(meta.last_seen_ms - int(settings.raw_days * DAY_MS))
-        excess = len(members) - settings.raw_max_points
-        if excess > 0:
-            cutoff = max(cutoff, floor_hour(int(members[excess][1])) + HOUR_MS)
-            cutoff = min(cutoff, floor_hour(meta.last_seen_ms))
-        old = [(m, int(s)) for m, s in members if s < cutoff]
+        old = [(m, ms) for m in members if (ms := int(m.split(":", 1)[0])) < cutoff]
         if not old or (meta.rolled_until_ms is not None and cutoff <= meta.rolled_until_ms):
             return None
         points = [(ms, float(m.split(":", 1)[1])) for m, ms in old]
@@ -339,8 +347,7 @@ class HistoryStore:
                 meta.rolled_price if rolled is not None else meta.base_price)
             if out and carry is None:
                 carry = out[-1].last
-            out += [p for p in pieces_from_points(points, carry, raw_start, end_ms)
-                    if p.end_ms > p.start_ms or not out]
+            out += pieces_from_points(points, carry, raw_start, end_ms)
             changes += sum(1 for ms, _ in points if ms > start_ms)
         return out, changes
 

@@ -194,8 +194,9 @@ def pieces_from_points(points: Sequence[tuple[int, float]], carry: float | None,
     """The raw stretch ``[start_ms, end_ms]`` as constant pieces.
 
     ``points`` are the changes in ``[start_ms, end_ms]`` ascending; ``carry`` the price in force
-    at ``start_ms`` (``None``: the series starts at ``points[0]``). A stretch of zero length
-    with a known price gives one zero-length piece (a single snapshot).
+    at ``start_ms`` (``None``: the series starts at ``points[0]``). A change exactly at
+    ``end_ms`` gives a zero-length last piece (it sets ``last`` and counts for min/max, not for
+    quantiles); so does a single snapshot.
     """
     out: list[Piece] = []
     t, price = start_ms, carry
@@ -203,6 +204,6 @@ def pieces_from_points(points: Sequence[tuple[int, float]], carry: float | None,
         if price is not None and ms > t:
             out.append(Piece.constant(t, ms, price))
         t, price = max(t, ms), p
-    if price is not None and (t < end_ms or not out):
+    if price is not None and (t < end_ms or not out or out[-1].last != price):
         out.append(Piece.constant(t, max(t, end_ms), price))
     return out
