@@ -1,0 +1,160 @@
+"""The catalog provider against the real SkyPilot-format catalogs of five clouds, and its URL
+fetch against a real local HTTP server (cache, revalidation, stale copy on failure)."""
+
+from __future__ import annotations
+
+import csv
+import threading
+from datetime import datetime, timezone
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from providers.base import LaunchRequest
+from providers.catalog.fetch import CatalogFetcher
+from providers.catalog.provider import CatalogConfig, CatalogProvider, LaunchNotSupported
+from providers.catalog.reader import CatalogFormatError, parse_catalog
+from providers.errors import NotFoundError, ProviderError, TransientError
+from scheduler.config import shared_data_dir
+from scheduler.provider_setup import ProviderConfigError, build_providers
+
+CATALOGS = {
+    "aws": "catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv",
+    "gcp": "catalogs/anycloud_2026-05-20/gcp/vms.csv",
+    "azure": "catalogs/anycloud_2026-05-20/azure/vms.csv",
+    "lambda": "catalogs/anycloud_2026-05-20/lambda/vms.csv",
+    "vast": "catalogs/anycloud_2026-05-20/vast/vms.csv",
+}
+SMALL = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n"
+         "gpu_1x_a10,A10,1,30,200,,0.75,,us-east-1\n")
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    path = shared_data_dir()
+    if not (path / CATALOGS["gcp"]).is_file():
+        pytest.skip(f"real catalogs not found under {path} (set GA_DATA_DIR)")
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("cloud", sorted(CATALOGS))
+def test_every_gpu_row_becomes_an_entry(data_dir, cloud):
+    rows = _rows(data_dir / CATALOGS[cloud])
+    read = parse_catalog((data_dir / CATALOGS[cloud]).read_text(), cloud)
+    gpu = [r for r in rows if (r["AcceleratorName"] or "").strip()
+           and not r["AcceleratorName"].startswith("tpu")]
+    whole = [r for r in gpu if float(r["AcceleratorCount"]) == int(float(r["AcceleratorCount"]))]
+    priced = [r for r in whole if (r["Price"] or "").strip() or float(r.get("SpotPrice") or 0)]
+    keys = {(r["InstanceType"] or f"{r['AcceleratorName']}:{int(float(r['AcceleratorCount']))}",
+             r["Region"], r.get("AvailabilityZone") or r["Region"]) for r in priced}
+    assert read.rows == len(rows)
+    assert len(read.entries) == len(keys)
+    assert read.skipped.get("CPU VMs", 0) == sum(1 for r in rows if not (r["AcceleratorName"] or "").strip())
+    assert all(e.vram_gib > 0 and e.gpu_count >= 1 and "/" not in e.region + e.zone + e.instance_type
+               for e in read.entries)
+
+
+def test_cloud_specific_shapes(data_dir):
+    gcp = parse_catalog((data_dir / CATALOGS["gcp"]).read_text())
+    a100 = next(e for e in gcp.entries if e.instance_type == "A100:1")
+    assert (a100.vram_gib, a100.vcpus, a100.zone.startswith(a100.region)) == (40.0, 0, True)
+    assert gcp.skipped["TPUs"] > 0
+    azure = parse_catalog((data_dir / CATALOGS["azure"]).read_text())
+    nc = next(e for e in azure.entries if e.instance_type == "Standard_NC12s_v3")
+    assert (nc.gpu_model, nc.gpu_count, nc.vram_gib, nc.zone) == ("V100", 2, 16.0, nc.region)
+    assert azure.skipped["fractional GPUs"] > 0
+    vast = parse_catalog((data_dir / CATALOGS["vast"]).read_text())
+    assert {e.region for e in vast.entries} >= {"denmark-dk-eu", "ca-na"}
+    assert all(e.spot_usd_per_hour is None for e in vast.entries)  # 0.00 means none
+    aws = parse_catalog((data_dir / CATALOGS["aws"]).read_text())
+    assert aws.skipped["merged duplicates"] > 0  # p4de.24xlarge rows repeat
+    with pytest.raises(CatalogFormatError, match="missing column"):
+        parse_catalog("a,b\n1,2\n", "x.csv")
+
+
+def test_provider_offers_and_no_launch(data_dir, tmp_path):
+    config = CatalogConfig(kind="catalog", catalogs=[
+        {"provider": c, "path": data_dir / p} for c, p in CATALOGS.items()])
+    provider = CatalogProvider(config, tmp_path)
+    offers = provider.list_offers()
+    assert {o.provider for o in offers} == set(CATALOGS) == provider.provider_names
+    spot = [o for o in offers if o.market.value == "spot"]
+    assert spot and all(o.interruption_risk == 0.15 for o in spot)
+    assert len(provider.poll_prices()) == len(offers)
+    assert provider.poll_prices(since=datetime.now(timezone.utc)) == []
+    assert provider.describe() == [] and provider.terminate("i-123") is None
+    assert "display and planning" in provider.unavailable_reason(offers[0].key)
+    with pytest.raises(LaunchNotSupported) as raised:
+        provider.launch(LaunchRequest(offer=offers[0], client_token="job-1"))
+    assert isinstance(raised.value, ProviderError)
+    checks = provider.check()
+    assert all(c.ok and "h old" in c.detail for c in checks) and len(checks) == 5
+
+
+def test_config_kind_catalog(tmp_path, data_dir):
+    entry = {"kind": "catalog", "catalogs": [{"provider": "gcp", "path": "${GA_DATA_DIR}/" + CATALOGS["gcp"]}]}
+    [provider] = build_providers([entry], tmp_path, tmp_path)
+    assert provider.provider_names == {"gcp"}
+    with pytest.raises(ProviderConfigError, match="exactly one of 'path' or 'url'"):
+        build_providers([{"kind": "catalog", "catalogs": [{"provider": "x"}]}], tmp_path, tmp_path)
+    with pytest.raises(ProviderConfigError, match="is not a file"):
+        build_providers([{"kind": "catalog", "catalogs": [{"provider": "x", "path": "nope.csv"}]}],
+                        tmp_path, tmp_path)
+
+
+class _Counting(SimpleHTTPRequestHandler):
+    hits: list[tuple[str, str | None]] = []
+
+    def do_GET(self):  # noqa: N802
+        self.hits.append((self.path, self.headers.get("If-Modified-Since")))
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "vms.csv").write_text(SMALL)
+    _Counting.hits = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Counting, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", server
+    server.shutdown()
+    server.server_close()
+
+
+def test_url_is_cached_revalidated_and_kept_when_the_host_fails(http_server, tmp_path):
+    base, server = http_server
+    cache = tmp_path / "cache"
+    fetcher = CatalogFetcher(cache, max_age_s=3600)
+    first = fetcher.fetch(f"{base}/vms.csv")
+    assert (first.text, first.from_cache) == (SMALL, False)
+    assert fetcher.fetch(f"{base}/vms.csv").from_cache and len(_Counting.hits) == 1
+    stale = CatalogFetcher(cache, max_age_s=0)
+    again = stale.fetch(f"{base}/vms.csv")
+    assert again.from_cache and _Counting.hits[-1][1] is not None  # conditional GET → 304
+    assert again.fetched_at == first.fetched_at
+    with pytest.raises(NotFoundError):
+        stale.fetch(f"{base}/missing.csv")
+    server.shutdown()
+    server.server_close()
+    kept = stale.fetch(f"{base}/vms.csv")
+    assert kept.text == SMALL and kept.stale_error and kept.age_s() >= 0
+    with pytest.raises(TransientError, match="no cached copy"):
+        CatalogFetcher(tmp_path / "empty", max_age_s=0).fetch(f"{base}/vms.csv")
+    config = CatalogConfig(kind="catalog", catalogs=[{"provider": "lambda", "url": f"{base}/vms.csv"}])
+    provider = CatalogProvider(config, cache, fetcher=stale)
+    [offer] = provider.list_offers()
+    assert (offer.provider, offer.gpu_model, offer.vram_gib, offer.zone) == ("lambda", "A10", 24.0, "us-east-1")
+    assert "refresh failed" in provider.check()[0].detail
