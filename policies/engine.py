@@ -14,8 +14,10 @@ controller decides:
 3. **Spot while it pays**: the offer with the lowest risk-aware expected cost to finish
    (:mod:`policies.risk`), never spot in the zone just reclaimed while it cools down and with
    correlated zones' hazard raised (:mod:`policies.zones`).
-4. **Deadline**: with no spot to use, wait while the expected spot supply covers the compute
-   left, run on-demand when it does not (:func:`policies.deadline.on_demand_needed`).
+4. **Deadline**: with no spot to use, wait while the slack exceeds the end-game reserve; below
+   it, fill gaps in spot with on-demand (:func:`policies.deadline.on_demand_needed`), and leave
+   on-demand only for spot runs old enough to be worth the slack a round trip costs
+   (:func:`policies.deadline.flip_age_h`).
 5. **Migration**: move a running job when the expected saving over its remaining runtime exceeds
    the move's cost (overhead billed, lost progress) by ``migration_margin``; hysteresis: no
    price move within ``min_dwell_h`` of a start, never back to the offer just left within

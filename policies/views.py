@@ -46,9 +46,9 @@ class Reason(IntEnum):
 REASON_TEXT = {
     Reason.CONTINUE: "keep the current instance",
     Reason.SPOT: "spot pays: lowest risk-aware effective cost",
-    Reason.ON_DEMAND_NEEDED: "on-demand: expected spot supply cannot meet the deadline",
+    Reason.ON_DEMAND_NEEDED: "on-demand: the slack left is the end-game reserve, gaps in spot are filled",
     Reason.ON_DEMAND_CHEAPER: "on-demand: lower effective cost than any spot offer",
-    Reason.WAIT_FOR_SPOT: "wait: expected spot supply meets the deadline",
+    Reason.WAIT_FOR_SPOT: "wait for spot: the deadline leaves slack to spare",
     Reason.SAFETY_NET: "on-demand safety net: one more risk would miss the deadline",
     Reason.MIGRATE_PRICE: "migrate: saving over the remaining runtime exceeds the move cost",
     Reason.MIGRATE_TO_SPOT: "leave on-demand for spot: expected saving exceeds the move cost",
@@ -56,7 +56,7 @@ REASON_TEXT = {
     Reason.BUDGET_STOP: "budget exhausted: checkpoint and stop",
     Reason.DEADLINE_INFEASIBLE: "deadline no longer feasible: on-demand to finish as early as possible",
     Reason.DONE: "job finished",
-    Reason.STOP_ON_DEMAND: "stop on-demand: ahead of schedule, spot supply suffices",
+    Reason.STOP_ON_DEMAND: "stop on-demand: the slack again exceeds the end-game reserve",
 }
 
 
@@ -169,8 +169,9 @@ class MarketView:
     - **pool_stats**: :class:`AvailabilityStats` of "any of the job's spot offers", ``(n,)``.
     - **pool_available**: ``(n,)`` bool: some eligible spot offer is available now. A job
       with no spot offer at all should get ``frac = 0`` pool stats (it cannot wait for spot).
-    - **zone_correlation**: ``(z, z)`` correlation of zone availability over
-      ``offers.zone_names`` (:func:`policies.zones.zone_correlation`), or ``None`` unknown.
+    - **zone_correlation**: ``(z, z)`` (or per job ``(n, z, z)``) correlation of zone
+      availability over ``offers.zone_names`` (:func:`policies.zones.zone_correlation`), or
+      ``None`` when unknown.
     """
 
     offers: OfferTable

@@ -15,8 +15,8 @@ longest run's horizon left in the trace; every policy and the omniscient optimum
 starts. Policies see only the past of the trace (the history before the start, as the daemon's
 price/availability history would give) and the present.
 
-Run: ``python3 benchmarks/policies/cbl_traces.py [--starts 300] [--jobs 2]``; writes
-``benchmarks/policies/RESULTS.md`` and ``results.json`` next to this file.
+Run: ``python3 benchmarks/policies/cbl_traces.py [--starts 300] [--jobs 2] [--json]``; writes
+``benchmarks/policies/RESULTS.md`` (and ``results.json`` with ``--json``) next to this file.
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--json", action="store_true", help="also write results.json (per row)")
     args = parser.parse_args(argv)
     if not (shared_data_dir() / TRACE_DIR).is_dir():
         print(f"no traces at {shared_data_dir() / TRACE_DIR} (set GA_DATA_DIR)", file=sys.stderr)
@@ -139,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     command = "python3 benchmarks/policies/cbl_traces.py " + " ".join(argv or sys.argv[1:])
     meta = report.machine(command.strip(), elapsed, args.starts, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(
-        {"meta": meta, "rows": [{k: v for k, v in r.items() if k != "norm"} for r in rows]},
-        indent=1))
+    if args.json:
+        (args.out / "results.json").write_text(json.dumps(
+            {"meta": meta, "rows": [{k: v for k, v in r.items() if k != "norm"} for r in rows]}))
     (args.out / "RESULTS.md").write_text(report.markdown(rows, meta, DEADLINES_H))
     print(report.verdict(rows))
     print(f"wrote {args.out / 'RESULTS.md'} in {elapsed:.0f} s")

@@ -84,32 +84,23 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="print JSON rows instead of a table"),
 ) -> None:
     """Simulate a job on a replayed market under our policy and the baselines."""
-    from providers.replay.market import MarketError, load_market
-    from scheduler.simulator.engine import SimJob
-    from scheduler.simulator.market import SimulationError, build_sim_market
-    from scheduler.simulator.runner import compare, policy_registry, summary_row
-
     spec = _load_spec(job_file)
     if spec.deadline is not None and deadline_hours is None:
         err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
                   "after the simulated start); an absolute time means nothing on a replayed clock")
         raise typer.Exit(2)
+    from scheduler.simulator.engine import SimJob
+    from scheduler.simulator.market import SimulationError
+    from providers.replay.market import MarketError
     try:
-        replay = load_market(market)
         job = SimJob(compute_hours, deadline_hours, restart_overhead_hours,
                      checkpoint_interval_hours, move_extra_hours, budget_usd)
-        names = list(policy_registry()) if policy == "all" else \
-            [p.strip() for p in policy.split(",") if p.strip()]
-        horizon_h = max(3 * compute_hours, (deadline_hours or 0) + 2 * compute_hours)
-        tick_h = (tick_seconds or _tick_s(replay)) / 3600
-        max_ticks = math.ceil(horizon_h / tick_h)
-        start_h = replay.start_offset_hours if start_hours is None else start_hours
-        starts = _starts(start_h, runs, seed, tick_h, horizon_h)
-        sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds)
-        comp = compare(sim, job, starts, names, max_ticks, with_optimum=optimum)
+        comp, replay, starts, start_h = _compare(spec, market, job, policy, start_hours, runs,
+                                                 seed, optimum, tick_seconds)
     except (MarketError, SimulationError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
+    from scheduler.simulator.runner import summary_row
     rows = [summary_row(name, comp) for name in comp.results]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -123,6 +114,27 @@ def simulate(
                   "the deadline; moves: migrations; reclaims: preemptions; vs opt: above the "
                   "omniscient optimum", style="dim")
     _print_alerts(comp, budget_usd)
+
+
+def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: Optional[float],
+             runs: int, seed: int, optimum: bool, tick_seconds: Optional[float]):
+    """Load the market, build its arrays around the start(s) and run the policies."""
+    from providers.replay.market import load_market
+    from scheduler.simulator.market import build_sim_market
+    from scheduler.simulator.runner import compare, policy_registry
+
+    replay = load_market(market)
+    names = list(policy_registry()) if policy == "all" else \
+        [p.strip() for p in policy.split(",") if p.strip()]
+    deadline = job.deadline_h or 0.0
+    horizon_h = max(3 * job.compute_h, deadline + 2 * job.compute_h)
+    tick_h = (tick_seconds or _tick_s(replay)) / 3600
+    max_ticks = math.ceil(horizon_h / tick_h)
+    start_h = replay.start_offset_hours if start_hours is None else start_hours
+    starts = _starts(start_h, runs, seed, tick_h, horizon_h)
+    sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds)
+    comp = compare(sim, job, starts, names, max_ticks, with_optimum=optimum)
+    return comp, replay, starts, start_h
 
 
 def _tick_s(replay) -> float:

@@ -1,0 +1,146 @@
+"""Build the v2 decision views from the daemon's models (jobs, offers, observed availability).
+
+Pure helpers for the controller: no I/O and no clock (``now`` is passed in). The controller
+reads the latest offers and each job from the store, then::
+
+    table, market = market_view(offers, eligible, samples, gap_h)
+    jobs_view = job_view(jobs, table, now, restart_overhead_h=..., decision_interval_h=...)
+    decision = policies.engine.decide_placement(jobs_view, market)      # pending / migrating
+    moves = policies.engine.should_migrate(jobs_view, market)           # running
+
+Offer ``i`` of the decision is ``offers[i]``. See the report of issue 6 for where to call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from policies.availability import always_available, availability_stats, risk_to_mean_up_h
+from policies.views import NO_OFFER, NO_ZONE, AvailabilityStats, JobView, MarketView, OfferTable
+from scheduler.models import Job, Offer, PlacementEnd
+
+_FIELDS = AvailabilityStats.__dataclass_fields__
+
+
+def _last(stats: AvailabilityStats) -> AvailabilityStats:
+    return AvailabilityStats(**{f: getattr(stats, f)[..., -1] for f in _FIELDS})
+
+
+def _offer_stats(table: OfferTable, samples: np.ndarray | None, gap_h: float) -> AvailabilityStats:
+    """Per offer: from its samples when given, else from its interruption risk (age 0)."""
+    m = len(table)
+    mean_up = np.minimum(risk_to_mean_up_h(table.interruption_risk), 1e6)
+    prior = AvailabilityStats(up_age_h=np.zeros(m), down_age_h=np.zeros(m), mean_up_h=mean_up,
+                              mean_down_h=np.ones(m), frac=np.full(m, 0.9))
+    if samples is not None and samples.shape[1] > 0:
+        prior = _last(availability_stats(samples, gap_h, prior_up_h=mean_up[:, None]))
+    full = always_available((m,))
+    return AvailabilityStats(**{f: np.where(table.is_spot, getattr(prior, f), getattr(full, f))
+                                for f in _FIELDS})
+
+
+def market_view(offers: Sequence[Offer], eligible: np.ndarray, samples: np.ndarray | None = None,
+                gap_h: float = 1.0, zone_correlation: np.ndarray | None = None,
+                ) -> tuple[OfferTable, MarketView]:
+    """The :class:`MarketView` of the latest offers for ``n`` jobs.
+
+    Args:
+        offers: the latest offers of every provider (``m``), as the store returns them.
+        eligible: ``(n, m)`` bool, offers each job admits and that are not marked unavailable
+            (:func:`policies.eligibility.eligible_matrix`).
+        samples: ``(m, T)`` bool availability of each offer at the last ``T`` polls, oldest
+            first, 1 = offered (from price history / offer polls), or ``None``: spot offers are
+            then judged by their ``interruption_risk`` alone.
+        gap_h: hours between samples.
+        zone_correlation: optional ``(z, z)`` over the table's ``zone_names``.
+
+    Returns:
+        ``(table, market)``. Pool stats per job are those of "any eligible spot offer".
+
+    Raises:
+        ValueError: shapes do not match.
+    """
+    table = OfferTable.from_offers(offers)
+    n, m = eligible.shape
+    if m != len(table) or (samples is not None and samples.shape[0] != m):
+        raise ValueError(f"eligible {eligible.shape} / samples do not match {len(table)} offers")
+    stats = _offer_stats(table, samples, gap_h)
+    spot = eligible & table.is_spot[None, :]
+    if samples is not None and samples.shape[1] > 0:
+        union = (spot.astype(np.int32) @ samples.astype(np.int32)) > 0
+        pool = _last(availability_stats(union, gap_h))
+    else:
+        best = np.where(spot, stats.mean_up_h[None, :], 0.0).max(axis=1, initial=0.0)
+        pool = AvailabilityStats(up_age_h=np.zeros(n), down_age_h=np.zeros(n), mean_up_h=best,
+                                 mean_down_h=np.ones(n), frac=np.where(spot.any(axis=1), 0.9, 0.0))
+    no_spot = ~spot.any(axis=1)
+    pool = AvailabilityStats(**{**pool.__dict__, "frac": np.where(no_spot, 0.0, pool.frac)})
+    prices = np.array([o.price_usd_per_hour for o in offers], dtype=float)
+    return table, MarketView(offers=table, price_usd_per_hour=prices, available=eligible,
+                             offer_stats=stats, pool_stats=pool,
+                             pool_available=spot.any(axis=1), zone_correlation=zone_correlation)
+
+
+def _index(table: OfferTable) -> dict[str, int]:
+    return {key: i for i, key in enumerate(table.keys)}
+
+
+def _hours(later: datetime, earlier: datetime | None) -> float:
+    return np.inf if earlier is None else max(0.0, (later - earlier).total_seconds() / 3600.0)
+
+
+def _job_fields(job: Job, table: OfferTable, index: dict[str, int], now: datetime) -> dict:
+    current = job.placement
+    cur = index.get(current.offer.key.series(), NO_OFFER) if current and current.instance_id \
+        else NO_OFFER
+    reclaimed = [p for p in job.placements if p.end_reason is PlacementEnd.PREEMPTED]
+    lost = reclaimed[-1] if reclaimed else None
+    lost_zone = f"{lost.offer.provider}/{lost.offer.region}/{lost.offer.zone}" if lost else None
+    deadline = job.spec.deadline
+    return {
+        "current": cur,
+        "since_start_h": _hours(now, current.started_at) if cur != NO_OFFER else np.inf,
+        "last_preempted_zone": table.zone_names.index(lost_zone)
+        if lost_zone in table.zone_names else NO_ZONE,
+        "since_preemption_h": _hours(now, lost.ended_at) if lost else np.inf,
+        "elapsed_h": _hours(now, job.created_at),
+        "time_to_deadline_h": np.inf if deadline is None else (deadline - now).total_seconds() / 3600,
+        "spent_usd": job.cost_usd(now),
+    }
+
+
+def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
+             restart_overhead_h: float, decision_interval_h: float,
+             compute_h: Sequence[float] | None = None,
+             remaining_compute_h: Sequence[float] | None = None,
+             budget_usd: Sequence[float] | None = None,
+             user_spent_usd: Sequence[float] | None = None,
+             user_budget_usd: Sequence[float] | None = None) -> JobView:
+    """The :class:`JobView` of ``jobs`` at ``now`` (aware UTC).
+
+    Read from each :class:`~scheduler.models.Job`: the current placement (offer index in
+    ``table``, time since its instance started), the last reclaim (zone, time since), the
+    deadline, the spend so far (``Job.cost_usd``). Not in the models today, so passed in (one
+    value per job; ``nan``/``inf`` = unknown/none): ``compute_h`` and ``remaining_compute_h``
+    (without them deadline reasoning is off), budgets, the user's spend over all their jobs.
+    ``previous`` (the offer last left by choice) needs a "moved" placement end reason the
+    models do not have yet; it is left unknown.
+    """
+    n = len(jobs)
+    index = _index(table)
+    rows = [_job_fields(job, table, index, now) for job in jobs]
+    cols = {k: [row[k] for row in rows] for k in rows[0]} if rows else {}
+
+    def per_job(values, default):
+        return default if values is None else list(values)
+
+    return JobView.build(
+        n, **cols, restart_overhead_h=restart_overhead_h, decision_interval_h=decision_interval_h,
+        compute_h=per_job(compute_h, np.nan),
+        remaining_compute_h=per_job(remaining_compute_h, np.nan),
+        budget_usd=per_job(budget_usd, np.inf), user_spent_usd=per_job(user_spent_usd, 0.0),
+        user_budget_usd=per_job(user_budget_usd, np.inf),
+    )

@@ -1,0 +1,69 @@
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from policies.daemon_views import job_view, market_view
+from policies.engine import decide_placement, should_migrate
+from policies.views import NO_OFFER, NO_ZONE, Reason
+from scheduler.models import Job, Placement, PlacementEnd
+from tests.factories.jobs import spec
+from tests.factories.offers import T0, offer
+
+
+def offers():
+    return [offer(zone="us-west-2a", price_usd_per_hour=0.9),
+            offer(zone="us-west-2b", price_usd_per_hour=1.0),
+            offer(zone="us-west-2a", market="on-demand", price_usd_per_hour=3.06,
+                  interruption_risk=0.0)]
+
+
+def job(**kw) -> Job:
+    return Job(id="j1", spec=spec(deadline=T0 + timedelta(hours=30)), created_at=T0,
+               updated_at=T0, **kw)
+
+
+def test_market_view_from_offers_and_samples():
+    models = offers()
+    eligible = np.ones((2, 3), bool)
+    eligible[1, :2] = False                                   # job 1 admits only on-demand
+    samples = np.array([[1, 1, 0, 1], [1, 1, 1, 1], [1, 1, 1, 1]], bool)
+    table, mk = market_view(models, eligible, samples, gap_h=0.5)
+    assert list(table.is_spot) == [True, True, False]
+    assert mk.offer_stats.up_age_h[0] == 0.0 and mk.offer_stats.up_age_h[1] == 1.5
+    assert np.isinf(mk.offer_stats.up_age_h[2])
+    assert list(mk.pool_available) == [True, False]
+    assert mk.pool_stats.frac[1] == 0.0                       # no spot offer: cannot wait
+    with pytest.raises(ValueError):
+        market_view(models, np.ones((1, 2), bool))
+
+
+def test_job_view_reads_placements_deadline_and_spend():
+    models = offers()
+    table, mk = market_view(models, np.ones((1, 3), bool))
+    lost = Placement(attempt=1, offer=models[0], client_token="t1", decided_at=T0,
+                     instance_id="i-1", started_at=T0, ended_at=T0 + timedelta(hours=2),
+                     end_reason=PlacementEnd.PREEMPTED)
+    now_on = Placement(attempt=2, offer=models[1], client_token="t2",
+                       decided_at=T0 + timedelta(hours=2), instance_id="i-2",
+                       started_at=T0 + timedelta(hours=2))
+    now = T0 + timedelta(hours=2.5)
+
+    def view_at(now):
+        return job_view([job(placements=[lost], placement=now_on)], table, now,
+                        restart_overhead_h=0.2, decision_interval_h=1 / 60,
+                        compute_h=[20.0], remaining_compute_h=[18.0])
+
+    view = view_at(now)
+    assert view.current[0] == 1 and view.since_start_h[0] == pytest.approx(0.5)
+    assert table.zone_names[view.last_preempted_zone[0]] == "aws/us-west-2/us-west-2a"
+    assert view.since_preemption_h[0] == pytest.approx(0.5)
+    assert view.time_to_deadline_h[0] == pytest.approx(27.5)
+    assert view.spent_usd[0] == pytest.approx(0.9 * 2 + 1.0 * 0.5)
+    assert should_migrate(view, mk).reason[0] == Reason.CONTINUE         # dwell, zone cooling
+    later = should_migrate(view_at(T0 + timedelta(hours=3.5)), mk)      # back to the cheap zone
+    assert later.target[0] == 0 and later.reason[0] == Reason.MIGRATE_PRICE
+    pending = job_view([job()], table, now, restart_overhead_h=0.2, decision_interval_h=1 / 60)
+    assert pending.current[0] == NO_OFFER and pending.last_preempted_zone[0] == NO_ZONE
+    # unknown duration: no deadline reasoning, lowest expected cost now
+    assert decide_placement(pending, mk).reason[0] == Reason.SPOT
