@@ -34,7 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -52,7 +52,12 @@ from aliyunsdkecs.request.v20140526 import (
     DescribeSpotPriceHistoryRequest,
     RunInstancesRequest,
 )
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from providers.errors import (
     AuthError,
@@ -132,7 +137,7 @@ class _RedactRequests(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             text = record.getMessage()
-        except Exception:  # a record we cannot render is not worth the risk
+        except Exception:  # noqa: BLE001 (a record we cannot render is not worth the risk)
             return False
         return not any(word in text for word in ("UserData", "AccessKeyId", "Signature="))
 
@@ -220,7 +225,7 @@ class RequestCounter:
 
 def ecs_time(value: datetime) -> str:
     """An aware datetime → ``yyyy-MM-ddTHH:mm:ssZ`` (UTC), the format ECS time parameters take."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -265,10 +270,10 @@ class AliyunClient:
         if endpoint_url:
             parts = urlsplit(endpoint_url)
             self._endpoint = (parts.netloc, parts.scheme)
-        self._retrying = dict(
-            stop=stop_after_attempt(max_attempts),
-            wait=wait_random_exponential(multiplier=retry_base_wait_s, max=retry_max_wait_s),
-            retry=retry_if_exception(_retryable), reraise=True, sleep=sleep)
+        self._retrying: dict[str, Any] = {
+            "stop": stop_after_attempt(max_attempts),
+            "wait": wait_random_exponential(multiplier=retry_base_wait_s, max=retry_max_wait_s),
+            "retry": retry_if_exception(_retryable), "reraise": True, "sleep": sleep}
         self._lock = threading.Lock()
         self._clients: dict[str, AcsClient] = {}
         self.requests = RequestCounter()
@@ -284,9 +289,10 @@ class AliyunClient:
         return f"ecs ram role {self.ecs_ram_role}" if self.ecs_ram_role else None
 
     def _new_acs_client(self, region: str) -> AcsClient:
-        common: dict[str, Any] = dict(region_id=region, auto_retry=False,
-                                      connect_timeout=CONNECT_TIMEOUT_S, timeout=READ_TIMEOUT_S,
-                                      pool_size=8, user_agent="gpu-arbiter")
+        common: dict[str, Any] = {"region_id": region, "auto_retry": False,
+                                  "connect_timeout": CONNECT_TIMEOUT_S,
+                                  "timeout": READ_TIMEOUT_S, "pool_size": 8,
+                                  "user_agent": "gpu-arbiter"}
         for id_name, secret_name in ACCESS_KEY_ENV:
             key_id, secret = self._environ.get(id_name), self._environ.get(secret_name)
             if key_id and secret:
@@ -471,10 +477,7 @@ class AliyunClient:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:
-            try:
-                client.session.close()
-            except Exception:  # closing is best effort
-                pass
+            client.session.close()
 
 
 def _param_text(value: Any) -> str:

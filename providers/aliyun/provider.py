@@ -45,10 +45,20 @@ from providers.aliyun.settings import AliyunSettings
 from providers.aliyun.tracking import InstanceTracker
 from providers.base import LaunchRequest
 from providers.errors import (
-    AuthError, CapacityError, NotFoundError, ProviderError, TransientError,
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    TransientError,
 )
 from scheduler.models import (
-    Instance, InstanceState, Market, Offer, OfferKey, PriceObservation, utcnow,
+    Instance,
+    InstanceState,
+    Market,
+    Offer,
+    OfferKey,
+    PriceObservation,
+    utcnow,
 )
 
 log = logging.getLogger(__name__)

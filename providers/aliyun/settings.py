@@ -223,7 +223,7 @@ class AliyunSettings(StrictModel):
         return None if value is None else _one_line(value, "the role name")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "AliyunSettings":
+    def _consistent(self) -> AliyunSettings:
         currency = SITES[self.site]
         if currency != "USD" and currency not in self.exchange_rates_usd:
             raise ValueError(f"site {self.site} prices are in {currency}: set "

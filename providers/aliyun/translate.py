@@ -30,7 +30,7 @@ import fnmatch
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.models import (
@@ -122,8 +122,8 @@ def parse_time(value: str) -> datetime:
     writes ``CreationTime``) → aware UTC. Raises ``ValueError``."""
     text = str(value).strip().replace("Z", "+00:00")
     parsed = datetime.fromisoformat(text)
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(
-        timezone.utc)
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(
+        UTC)
 
 
 # ----- instance types ------------------------------------------------------------------------

@@ -15,13 +15,25 @@ from providers.base import LaunchRequest
 from providers.errors import CapacityError, ProviderError
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
-from scheduler.models import TAG_ATTEMPT, TAG_JOB, TAG_OWNER, InstanceState, Market, OfferKey
-from scheduler.models import utcnow
+from scheduler.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_OWNER,
+    InstanceState,
+    Market,
+    OfferKey,
+    utcnow,
+)
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.timing import ORPHAN_GRACE_S
 from tests.contract.providers.aliyun.data import (
-    GN6I, GN6V, LIST_CNY, OTHER_REGION, REGION, T0,
+    GN6I,
+    GN6V,
+    LIST_CNY,
+    OTHER_REGION,
+    REGION,
+    T0,
 )
 
 LAUNCH = {"image_id": "ubuntu_22_04_x64_20G_alibase_20240130.vhd",

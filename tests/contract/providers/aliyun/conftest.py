@@ -13,7 +13,12 @@ import pytest
 from providers.aliyun import AliyunProvider, AliyunSettings
 from providers.aliyun.client import ACCESS_KEY_ENV, SECURITY_TOKEN_ENV
 from tests.contract.providers.aliyun.data import (
-    CNY_TO_USD, REGION, T0, TEST_KEY_ID, TEST_KEY_SECRET, catalog,
+    CNY_TO_USD,
+    REGION,
+    T0,
+    TEST_KEY_ID,
+    TEST_KEY_SECRET,
+    catalog,
 )
 from tests.contract.providers.aliyun.fake_ecs import FakeEcs
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ needs_examples = pytest.mark.skipif(
 
 REGION = "cn-hangzhou"
 OTHER_REGION = "cn-beijing"
-T0 = datetime(2026, 3, 2, 12, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 12, 30, tzinfo=UTC)
 CNY_TO_USD = 0.1385
 TEST_KEY_ID = "LTAI5tFakeFakeFake0000"
 TEST_KEY_SECRET = "fake-aliyun-secret-used-only-by-tests-0000"

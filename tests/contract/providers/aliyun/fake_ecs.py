@@ -43,7 +43,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -116,13 +116,13 @@ class Catalog:
 
 def _parse_time(text: str, field_name: str) -> datetime:
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text)
     except ValueError:
         raise EcsError(400, f"InvalidParams.{field_name}", f"{field_name} {text!r}") from None
 
 
 class _Handler(BaseHTTPRequestHandler):
-    fake: "FakeEcs"
+    fake: FakeEcs
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -171,7 +171,7 @@ class FakeEcs:
         self.catalog = catalog
         self.credentials = dict(credentials)
         self.page_size = page_size
-        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.now = now or (lambda: datetime.now(UTC))
         self.hide_new_instances = hide_new_instances
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, str]]] = []
@@ -257,7 +257,7 @@ class FakeEcs:
         if secret is None:
             raise refuse(404, "InvalidAccessKeyId.NotFound", "Specified access key is not found.")
         stamp = _parse_time(params["Timestamp"], "Timestamp")
-        if abs(datetime.now(timezone.utc) - stamp) > TIMESTAMP_SKEW:
+        if abs(datetime.now(UTC) - stamp) > TIMESTAMP_SKEW:
             raise refuse(400, "InvalidTimeStamp.Expired", "Specified time stamp or date value "
                          "is expired.")
         if not signature.verify(secret, method, params):
@@ -387,7 +387,7 @@ class FakeEcs:
         instance = FakeInstance(
             instance_id=f"i-{secrets.token_hex(10)}", region=region, zone=zone,
             instance_type=itype, spot_strategy=strategy, client_token=token, tags=tags,
-            params=params, created_at=datetime.now(timezone.utc),
+            params=params, created_at=datetime.now(UTC),
             hidden_for=self.hide_new_instances)
         with self.lock:
             self.instances[instance.instance_id] = instance

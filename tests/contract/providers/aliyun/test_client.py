@@ -13,10 +13,21 @@ import pytest
 
 from providers.aliyun.client import AliyunClient, error_class
 from providers.errors import (
-    AuthError, CapacityError, NotFoundError, ProviderError, QuotaError, TransientError,
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    TransientError,
 )
 from tests.contract.providers.aliyun.data import (
-    GN6I, HISTORY_HOURS, REGION, SPOT_CNY, T0, TEST_KEY_ID, TEST_KEY_SECRET,
+    GN6I,
+    HISTORY_HOURS,
+    REGION,
+    SPOT_CNY,
+    T0,
+    TEST_KEY_ID,
+    TEST_KEY_SECRET,
 )
 from tests.contract.providers.aliyun.fake_ecs import FakeEcs
 

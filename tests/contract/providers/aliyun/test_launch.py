@@ -4,16 +4,20 @@ on-demand, ECS's tag rules, and the user data that starts the agent with the Ali
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from providers.aliyun.launch import (
-    CLIENT_TOKEN_TAG, METADATA_URL, render_user_data, run_instances_params, tag_params,
+    CLIENT_TOKEN_TAG,
+    METADATA_URL,
+    render_user_data,
+    run_instances_params,
+    tag_params,
 )
 from scheduler.models import Market, Offer
 
-AT = datetime(2026, 3, 2, 12, tzinfo=timezone.utc)
+AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
 
 
 def _offer(market: Market) -> Offer:

@@ -12,7 +12,17 @@ import pytest
 from providers.errors import AuthError
 from scheduler.models import Market, OfferKey
 from tests.contract.providers.aliyun.data import (
-    CNY_TO_USD, GN6I, GN6I_2, GN6V, GN7, LIST_CNY, ORIGIN_CNY, OTHER_REGION, REGION, SPOT_CNY, T0,
+    CNY_TO_USD,
+    GN6I,
+    GN6I_2,
+    GN6V,
+    GN7,
+    LIST_CNY,
+    ORIGIN_CNY,
+    OTHER_REGION,
+    REGION,
+    SPOT_CNY,
+    T0,
 )
 
 

@@ -4,7 +4,7 @@ example, against the REAL SDK's requests, and against forged, replayed and stale
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -80,7 +80,7 @@ def _signed(**overrides: str) -> dict[str, str]:
     params = {"Action": "DescribeRegions", "Version": "2014-05-26", "Format": "JSON",
               "AccessKeyId": TEST_KEY_ID, "SignatureMethod": "HMAC-SHA1",
               "SignatureVersion": "1.0", "SignatureNonce": str(uuid.uuid4()),
-              "Timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "Timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "RegionId": REGION, **overrides}
     params["Signature"] = signature.signature(TEST_KEY_SECRET, "GET", params)
     return params
@@ -97,7 +97,7 @@ def test_forged_replayed_and_stale_requests_are_refused(fake_ecs: FakeEcs) -> No
         assert (answer.status_code, answer.json()["Code"]) == (400, "SignatureDoesNotMatch")
         as_post = http.post("/", params=_signed())  # signed for GET, sent as POST
         assert as_post.json()["Code"] == "SignatureDoesNotMatch"
-        old = (datetime.now(timezone.utc) - timedelta(minutes=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        old = (datetime.now(UTC) - timedelta(minutes=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
         stale = http.get("/", params=_signed(Timestamp=old))
         assert stale.json()["Code"] == "InvalidTimeStamp.Expired"
         unsigned = {k: v for k, v in _signed().items() if k != "Signature"}

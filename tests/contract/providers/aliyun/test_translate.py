@@ -3,7 +3,7 @@ hand-written records in the same shapes."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,12 +11,20 @@ from providers.aliyun import translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
 from scheduler.models import InstanceState, Market
 from tests.contract.providers.aliyun.data import (
-    CNY_TO_USD, GN6I, GN6I_2, GN6V, GN7, INSTANCE_TYPES, REGION, example, needs_examples,
+    CNY_TO_USD,
+    GN6I,
+    GN6I_2,
+    GN6V,
+    GN7,
+    INSTANCE_TYPES,
+    REGION,
+    example,
+    needs_examples,
 )
 
 CNY = translate.Currencies("CNY", {"CNY": CNY_TO_USD})
 USD = translate.Currencies("USD", {})
-AT = datetime(2026, 3, 2, 12, tzinfo=timezone.utc)
+AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
 
 
 @needs_examples
@@ -78,7 +86,7 @@ def test_documented_spot_price_history_in_cny_converts_to_usd() -> None:
     assert skipped == 0 and len(prices) == 2
     latest = translate.latest_spot_prices(prices)[("cn-hangzhou-g", "ecs.g5.large")]
     assert (latest.spot, latest.origin, latest.currency) == (0.036, 0.354, "CNY")
-    assert latest.at == datetime(2019, 11, 19, 7, tzinfo=timezone.utc)
+    assert latest.at == datetime(2019, 11, 19, 7, tzinfo=UTC)
     observations, no_rate = translate.price_observations(
         prices, "cn-hangzhou", CNY, [Market.SPOT, Market.ON_DEMAND])
     assert no_rate == 0 and len(observations) == 4
@@ -184,7 +192,7 @@ def test_instances_from_describe_instances() -> None:
     assert inst.offer.series() == f"aliyun/{REGION}/cn-hangzhou-h/{GN6I}/spot"
     assert (inst.state, inst.client_token, inst.tags["gpu-arbiter:owner"]) == (
         InstanceState.RUNNING, "job-1", "me")
-    assert inst.launched_at == datetime(2026, 3, 2, 12, 4, tzinfo=timezone.utc)
+    assert inst.launched_at == datetime(2026, 3, 2, 12, 4, tzinfo=UTC)
     on_demand = translate.instance_from_api(_raw(SpotStrategy="NoSpot", Status="Pending"),
                                             REGION, client_token_tag=CLIENT_TOKEN_TAG)
     assert on_demand.offer.market is Market.ON_DEMAND and on_demand.state is InstanceState.PENDING
