@@ -276,9 +276,17 @@ def retention_line(settings: Any) -> str:
 
 
 def _range(d: dict[str, float] | None, fmt: str) -> str:
+    """``expected (low–high)``, or just ``expected`` when the range is a point."""
     if d is None:
-        return "never finishes"
-    return f"{fmt.format(d['expected'])} ({fmt.format(d['low'])}–{fmt.format(d['high'])})"
+        return "never ends"
+    mid = fmt.format(d["expected"])
+    lo, hi = fmt.format(d["low"]), fmt.format(d["high"])
+    return mid if lo == hi == mid else f"{mid} ({lo}–{hi})"
+
+
+def _where(est: dict[str, Any]) -> str:
+    market = "spot" if est["market"] == "spot" else "on-demand"
+    return f"{est['provider']}/{est['zone']} {est['instance_type']} {market}"
 
 
 def plan_panel(plan: dict[str, Any]) -> Panel:
@@ -287,29 +295,33 @@ def plan_panel(plan: dict[str, Any]) -> Panel:
                 f"prices: history since {plan['lookback_since'][:10]}; offers: "
                 f"{plan['offers_source']} ({plan['eligible']} fit)")
     scen = _table("scenarios: expected (low–high)")
-    for col in ("scenario", "offer", "$/h mean", "risk", "hours", "cost"):
-        scen.add_column(col, no_wrap=col != "offer")
+    scen.add_column("scenario / offer", ratio=1)
+    for col in ("$/h", "risk", "hours", "cost"):
+        scen.add_column(col, no_wrap=True, justify="right")
     for name, est in plan["scenarios"].items():
         if not est or "series" not in est:
-            scen.add_row(name, (est or {}).get("reason", "no offer fits"), "-", "-", "-", "-")
+            scen.add_row(Text.assemble((name, "bold"), "\n", (est or {}).get("reason", "no offer fits")),
+                         "-", "-", "-", "-")
             continue
-        scen.add_row(name, f"{est['provider']}/{est['zone']} {est['instance_type']} {est['market']}",
-                     _usd(est["price_mean"], 3), f"{100 * est['interruption_risk']:.0f}%",
-                     _range(est["duration_hours"], "{:.2f}"), _range(est["cost_usd"], "${:,.2f}"))
-    best = _table("five best offers by expected cost")
-    for col in ("offer", "GPU", "$/h p10/mean/p90", "risk", "rework h", "cost"):
-        best.add_column(col, no_wrap=col != "offer")
+        scen.add_row(Text.assemble((name, "bold"), "\n", (_where(est), "dim")), _price(est["price_mean"]),
+                     f"{100 * est['interruption_risk']:.0f}%",
+                     _range(est["duration_hours"], "{:.1f}"), _range(est["cost_usd"], "${:,.2f}"))
+    best = _table("five best offers by expected cost ($/h: mean, p10–p90)")
+    best.add_column("offer", ratio=1)
+    for col in ("GPU", "$/h", "risk", "rework h", "cost"):
+        best.add_column(col, no_wrap=True, justify="left" if col == "GPU" else "right")
     for est in plan["best_offers"]:
         rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
-        best.add_row(f"{est['provider']}/{est['zone']} {est['instance_type']} {est['market']}",
-                     f"{est['gpu_count']}x {est['gpu_model']}",
-                     f"{est['price_p10']:.3f}/{est['price_mean']:.3f}/{est['price_p90']:.3f}",
+        prices = _price(est["price_mean"])
+        if est["price_p10"] != est["price_p90"]:
+            prices += f" ({_price(est['price_p10'])}–{_price(est['price_p90'])})"
+        best.add_row(_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
                      f"{100 * est['interruption_risk']:.0f}%", rework,
                      _range(est["cost_usd"], "${:,.2f}"))
     a = plan["assumptions"]
     foot = Text(f"rework: each interruption loses half a checkpoint sync interval "
-                f"({a['sync_interval_s']:g} s) plus {a['restart_overhead_h']:g} h to restart",
-                style="dim")
+                f"({a['sync_interval_s']:g} s) plus {a['restart_overhead_h']:g} h to restart; "
+                f"risk = monthly interruption frequency", style="dim")
     return Panel(Group(head, scen, best, foot), title=f"plan: {plan['job']}", box=box.ROUNDED)
 
 
@@ -319,7 +331,7 @@ def cost_report(report: dict[str, Any]) -> Group:
     for col in ("job", "state", "compute", "storage", "transfer", "total", "GPU-h", "$/GPU-h",
                 "on-demand", "saved"):
         table.add_column(col, no_wrap=col != "job", justify="left" if col in ("job", "state") else "right")
-    for r in report["jobs"] + [dict(report["totals"], job="total", state="")]:
+    for r in report["jobs"] + [dict(report["totals"], job="all", state="")]:
         saved = "-" if r.get("savings_pct") is None else f"{r['savings_pct']:.1f}%"
         table.add_row(r["job"], r["state"], _usd(r["compute_usd"], 2), _usd(r["storage_usd"], 4),
                       _usd(r["transfer_usd"], 4), _usd(r["total_usd"], 2), f"{r['gpu_hours']:.2f}",
