@@ -27,10 +27,11 @@ every hour ≤ 2.4 MB, and ~0.2 MB with the few changes a day real spot prices s
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timezone
+from dataclasses import asdict, fields
+from datetime import datetime
 
 import redis
 
@@ -38,87 +39,10 @@ from scheduler.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history_scripts import APPEND, COMPACT
 from scheduler.store.rollups import (
-    DAY_MS, HOUR_MS, HourRollup, Piece, decode_day, encode_day, floor_day, floor_hour,
-    group_by_day, pieces_from_hours, pieces_from_points, price_text, rollup_hours,
+    DAY_MS, HOUR_MS, AppendResult, HistorySettings, HourRollup, Piece, SeriesMeta, decode_day,
+    encode_day, floor_day, floor_hour, from_ms, group_by_day, pieces_from_hours,
+    pieces_from_points, price_text, rollup_hours, to_ms,
 )
-
-
-def to_ms(at: datetime) -> int:
-    """Aware datetime → UTC epoch milliseconds."""
-    return int(round(at.timestamp() * 1000))
-
-
-def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-
-
-@dataclass(frozen=True)
-class HistorySettings:
-    """Retention of the history tiers.
-
-    - **raw_days**: days of raw price changes kept behind each series' newest observation
-      (default 30).
-    - **rollup_days**: days of hourly rollups kept (default 730).
-    - **raw_max_points**: raw changes kept per series at most, whatever their age (default
-      20,000): bounds memory for a series whose price changes every few seconds.
-    - **compact_slack_h**: rollup runs once the raw tier is this many hours past its window
-      (default 24), so compaction is amortized over a day of data.
-    """
-
-    raw_days: float = 30.0
-    rollup_days: float = 730.0
-    raw_max_points: int = 20_000
-    compact_slack_h: float = 24.0
-
-    def validate(self) -> "HistorySettings":
-        """Raises ``ValueError`` naming the field when a value is out of range."""
-        if not 0 < self.raw_days <= 3650:
-            raise ValueError(f"raw_days: got {self.raw_days}; allowed 0 < raw_days <= 3650")
-        if not self.raw_days <= self.rollup_days <= 36500:
-            raise ValueError(f"rollup_days: got {self.rollup_days}; allowed raw_days..36500")
-        if not 10 <= self.raw_max_points <= 10_000_000:
-            raise ValueError(f"raw_max_points: got {self.raw_max_points}; allowed 10..10,000,000")
-        if not 0 <= self.compact_slack_h <= 24 * 30:
-            raise ValueError(f"compact_slack_h: got {self.compact_slack_h}; allowed 0..720")
-        return self
-
-
-@dataclass
-class AppendResult:
-    """Counts of one :meth:`HistoryStore.append`: observations given, price changes stored,
-    observations that repeated the price in force (duplicates included), late ones (older
-    than the rolled-up frontier, dropped), and series compacted into rollups."""
-
-    given: int = 0
-    stored: int = 0
-    unchanged: int = 0
-    late: int = 0
-    compacted: int = 0
-
-    def add(self, other: "AppendResult") -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-
-@dataclass(frozen=True)
-class SeriesMeta:
-    """Extent of one series: ``first_ms``..``last_seen_ms``; raw tier from ``rolled_until_ms``."""
-
-    series: str
-    first_ms: int
-    last_seen_ms: int
-    rolled_until_ms: int | None
-    rolled_price: float | None
-    base_price: float | None
-
-    @classmethod
-    def parse(cls, series: str, raw: Mapping[str, str]) -> "SeriesMeta | None":
-        if not raw or "first_ms" not in raw:
-            return None
-        opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None  # noqa: E731
-        return cls(series, int(raw["first_ms"]), int(raw["last_seen_ms"]),
-                   opt("rolled_until_ms", int), opt("rolled_price", float),
-                   opt("base_price", float))
 
 
 class HistoryStore:
@@ -412,8 +336,6 @@ class HistoryStore:
     def remember_hardware(self, entries: Mapping[str, Mapping[str, object]]) -> int:
         """Store hardware per ``"provider/instance_type"`` (``gpu_model``, ``gpu_count``,
         ``vram_gib``, ``vcpus``, ``memory_gib``, ``source``); returns how many were given."""
-        import json
-
         if entries:
             self._r.hset(keys.HISTORY_HARDWARE,
                          mapping={k: json.dumps(dict(v), sort_keys=True) for k, v in entries.items()})
@@ -421,11 +343,12 @@ class HistoryStore:
 
     def hardware(self) -> dict[str, dict[str, object]]:
         """Every known ``"provider/instance_type"`` → hardware mapping."""
-        import json
-
         return {k: json.loads(v) for k, v in self._r.hgetall(keys.HISTORY_HARDWARE).items()}
 
 
 def _point(member: str) -> tuple[int, float]:
     ms, price = member.split(":", 1)
     return int(ms), float(price)
+
+
+__all__ = ["AppendResult", "HistorySettings", "HistoryStore", "SeriesMeta", "from_ms", "to_ms"]

@@ -14,12 +14,15 @@ start in ms)::
     "{day}|{hh}:{min},{mean},{max},{last},{changes};{hh}:..."
 
 ``day`` is days since the epoch (UTC), ``hh`` the hour 0-23. About 35 bytes per changed hour.
+
+The value types of the store (settings, append counts, a series' extent) live here too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -207,3 +210,81 @@ def pieces_from_points(points: Sequence[tuple[int, float]], carry: float | None,
     if price is not None and (t < end_ms or not out or out[-1].last != price):
         out.append(Piece.constant(t, max(t, end_ms), price))
     return out
+
+
+def to_ms(at: datetime) -> int:
+    """Aware datetime → UTC epoch milliseconds."""
+    return int(round(at.timestamp() * 1000))
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class HistorySettings:
+    """Retention of the history tiers.
+
+    - **raw_days**: days of raw price changes kept behind each series' newest observation
+      (default 30).
+    - **rollup_days**: days of hourly rollups kept (default 730).
+    - **raw_max_points**: raw changes kept per series at most, whatever their age (default
+      20,000): bounds memory for a series whose price changes every few seconds.
+    - **compact_slack_h**: rollup runs once the raw tier is this many hours past its window
+      (default 24), so compaction is amortized over a day of data.
+    """
+
+    raw_days: float = 30.0
+    rollup_days: float = 730.0
+    raw_max_points: int = 20_000
+    compact_slack_h: float = 24.0
+
+    def validate(self) -> "HistorySettings":
+        """Raises ``ValueError`` naming the field when a value is out of range."""
+        if not 0 < self.raw_days <= 3650:
+            raise ValueError(f"raw_days: got {self.raw_days}; allowed 0 < raw_days <= 3650")
+        if not self.raw_days <= self.rollup_days <= 36500:
+            raise ValueError(f"rollup_days: got {self.rollup_days}; allowed raw_days..36500")
+        if not 10 <= self.raw_max_points <= 10_000_000:
+            raise ValueError(f"raw_max_points: got {self.raw_max_points}; allowed 10..10,000,000")
+        if not 0 <= self.compact_slack_h <= 24 * 30:
+            raise ValueError(f"compact_slack_h: got {self.compact_slack_h}; allowed 0..720")
+        return self
+
+
+@dataclass
+class AppendResult:
+    """Counts of one :meth:`HistoryStore.append`: observations given, price changes stored,
+    observations that repeated the price in force (duplicates included), late ones (older
+    than the rolled-up frontier, dropped), and series compacted into rollups."""
+
+    given: int = 0
+    stored: int = 0
+    unchanged: int = 0
+    late: int = 0
+    compacted: int = 0
+
+    def add(self, other: "AppendResult") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass(frozen=True)
+class SeriesMeta:
+    """Extent of one series: ``first_ms``..``last_seen_ms``; raw tier from ``rolled_until_ms``."""
+
+    series: str
+    first_ms: int
+    last_seen_ms: int
+    rolled_until_ms: int | None
+    rolled_price: float | None
+    base_price: float | None
+
+    @classmethod
+    def parse(cls, series: str, raw: Mapping[str, str]) -> "SeriesMeta | None":
+        if not raw or "first_ms" not in raw:
+            return None
+        opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None  # noqa: E731
+        return cls(series, int(raw["first_ms"]), int(raw["last_seen_ms"]),
+                   opt("rolled_until_ms", int), opt("rolled_price", float),
+                   opt("base_price", float))
