@@ -153,16 +153,21 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
 
 def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row-wise argmin of ``values`` over ``mask`` with near-ties broken by ``rank``.
-    Returns ``(index, value)``, :data:`NO_OFFER`/``inf`` where a row has no candidate."""
+    Returns ``(index, value)``, :data:`NO_OFFER`/``inf`` where a row has no candidate.
+    Rows with a tie (several columns within 1e-9 of the best) are re-resolved by rank; the
+    others keep the plain argmin, so the common no-tie case costs two passes plus a count."""
     n = values.shape[0]
     if values.shape[1] == 0:
         return np.full(n, NO_OFFER), np.full(n, np.inf)
     v = np.where(mask, values, np.inf)
-    best = v.min(axis=1)
-    tol = 1e-9 * np.maximum(np.abs(np.where(np.isfinite(best), best, 0.0)), 1.0)
-    near = mask & (v <= (best + tol)[:, None])
-    idx = np.where(near, rank[None, :], np.iinfo(np.int64).max).argmin(axis=1)
+    idx = v.argmin(axis=1)
+    best = v[np.arange(n), idx]
     ok = np.isfinite(best)
+    tol = 1e-9 * np.maximum(np.abs(np.where(ok, best, 0.0)), 1.0)
+    near = v <= (best + tol)[:, None]
+    tied = np.flatnonzero(ok & (near.sum(axis=1) > 1))
+    if len(tied):
+        idx[tied] = np.where(near[tied], rank[None, :], np.iinfo(np.int64).max).argmin(axis=1)
     return np.where(ok, idx, NO_OFFER), best
 
 
