@@ -16,6 +16,9 @@ UNAVAILABLE_OFFER_TTL_S = 180
 # provider no longer reports it running is presumed lost.
 AGENT_HEARTBEAT_S = 2.0
 AGENT_LOST_AFTER_S = 60.0
+# Clouds list a new instance with some delay (ECS in particular): one not listed yet this soon
+# after its launch is not taken for gone.
+INSTANCE_LISTING_GRACE_S = 60.0
 # A launched instance whose agent never reported within this time is replaced.
 AGENT_START_TIMEOUT_S = 300.0
 # After the grace period the agent still needs time to upload the checkpoint.

@@ -18,7 +18,8 @@ from scheduler.controller.transitions import end_placement, finish, save, termin
 from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice
 from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.timing import (
-    AGENT_LOST_AFTER_S, AGENT_START_TIMEOUT_S, CHECKPOINT_SYNC_TIMEOUT_S, UNAVAILABLE_OFFER_TTL_S,
+    AGENT_LOST_AFTER_S, AGENT_START_TIMEOUT_S, CHECKPOINT_SYNC_TIMEOUT_S,
+    INSTANCE_LISTING_GRACE_S, UNAVAILABLE_OFFER_TTL_S,
 )
 from providers.errors import ProviderError
 
@@ -47,7 +48,8 @@ def observe(ctx: Context, job: Job) -> Job | None:
     if notice is not None and job.state is not JobState.CHECKPOINTING:
         return _noticed(ctx, job, notice)
     if placement.offer.provider not in ctx.observed.failed_providers:
-        if instance is None or instance.state.is_gone():
+        if (instance is None and not _just_launched(ctx, placement)) or \
+                (instance is not None and instance.state.is_gone()):
             why = (instance.terminated_reason if instance else None) or "no longer reported"
             return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
                          PlacementEnd.PREEMPTED if notice or why == "preempted" else PlacementEnd.LOST)
@@ -73,6 +75,11 @@ def observe(ctx: Context, job: Job) -> Job | None:
                        offer=placement.offer, at=ctx.clock())
             return save(ctx, job)
     return save(ctx, job) if new_checkpoint else None
+
+
+def _just_launched(ctx: Context, placement) -> bool:
+    started = placement.started_at or placement.decided_at
+    return (ctx.clock() - started).total_seconds() < INSTANCE_LISTING_GRACE_S
 
 
 def _heard_at(report: AgentReport):
