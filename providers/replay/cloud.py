@@ -20,7 +20,8 @@ Endpoints (JSON unless noted; errors are ``{"code", "message"}``):
 - ``DELETE /instances/<id>`` → 204, always (terminate is idempotent).
 - ``POST /shutdown[?reset=1]`` → terminates every instance, answers, exits; ``reset`` also
   deletes ``state.json`` so the next start begins a fresh market clock.
-- ``/meta/<id>/...``: AWS IMDSv2-style instance metadata (see :mod:`.imds`).
+- ``/meta/<id>/...``: AWS IMDSv2-style instance metadata (see :mod:`.imds`), and for offers
+  imitating Alibaba Cloud, ECS's ``instance/spot/termination-time``.
 
 The cloud exits by itself after ``--idle-exit-s`` seconds with no request and no live agent.
 """
@@ -191,6 +192,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, text=token)
         if self.command != "GET" or path[:1] != ["meta-data"]:
             raise CloudError(404, "NotFound", "unknown metadata path")
+        if path[1:] == ["instance", "spot", "termination-time"]:
+            # Alibaba ECS (normal mode, no token): a UTC time about 5 minutes ahead, 404 before.
+            if rec.notice is None:
+                return self._send(404, text="Not Found")
+            return self._send(200, text=imds.format_notice_time(rec.notice.action_at))
         if not imds.token_valid(secret, instance_id, self.headers.get(imds.TOKEN_HEADER)):
             return self._send(401, text="Unauthorized")
         leaf = path[1:]

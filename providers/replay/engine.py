@@ -190,7 +190,8 @@ class ReplayCloud:
         env.update(
             GA_INSTANCE_ID=rec.id,
             GA_METADATA_URL=f"{self.base_url}/meta/{rec.id}",
-            GA_METADATA_FLAVOR="aws",
+            # Each imitated cloud's agent watches its own cloud's notice path.
+            GA_METADATA_FLAVOR="aliyun" if rec.provider == "aliyun" else "aws",
             GA_WORK_DIR=rec.work_dir,
         )
         return env
