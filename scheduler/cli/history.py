@@ -149,12 +149,12 @@ def import_(path: Path = typer.Argument(..., help="a dump file or folder (.json,
     embedded Redis): describe-spot-price-history JSON, the AWS spot archive TSV, or dated
     SkyPilot catalog snapshots. Importing the same files again stores nothing new."""
     from scheduler.services.history import QueryError, parse_when
-    from scheduler.services.history_import import ImportError_, import_path
+    from scheduler.services.history_import import HistoryImportError, import_path
 
     try:
         when = parse_when(at, "--at")
         report = import_path(_store(home), path, provider=provider, at=when)
-    except (ImportError_, QueryError) as exc:
+    except (HistoryImportError, QueryError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     except CliError as exc:

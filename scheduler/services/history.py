@@ -178,7 +178,7 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
         divisor = float(info["gpu_count"]) if per_gpu else 1.0
         pieces, changes = history.pieces(meta, *span)
         _accumulate(by, key, info, pieces, changes, divisor, groups, labels)
-    rows = [{**labels[g], **acc.result()} for g, acc in groups.items() if acc.result()]
+    rows = [{**labels[g], **stats} for g, acc in groups.items() if (stats := acc.result())]
     rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", "")))
     return {
         "since": start.isoformat(), "until": end.isoformat(), "by": by, "per_gpu": per_gpu,

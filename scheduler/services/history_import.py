@@ -39,7 +39,7 @@ KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "vast", "aliyun", "oci", "runpo
 _DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
-class ImportError_(ValueError):
+class HistoryImportError(ValueError):
     """A file could not be imported; the message names it and why. Nothing of that call
     was stored (files are all read before anything is written)."""
 
@@ -90,10 +90,10 @@ def _files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise ImportError_(f"{path}: no such file or folder")
+        raise HistoryImportError(f"{path}: no such file or folder")
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".tsv", ".csv"))
     if not files:
-        raise ImportError_(f"{path}: no .json, .tsv or .csv file inside")
+        raise HistoryImportError(f"{path}: no .json, .tsv or .csv file inside")
     return files
 
 
@@ -103,7 +103,7 @@ def read_sources(path: Path, provider: str | None = None, at: datetime | None = 
     learned from catalogs (``"provider/instance_type"`` → hardware) and the report so far.
 
     Raises:
-        ImportError_: a file is of an unknown kind, malformed, or a catalog lacks a provider
+        HistoryImportError: a file is of an unknown kind, malformed, or a catalog lacks a provider
             or a date; names the file.
     """
     report = ImportReport()
@@ -114,7 +114,7 @@ def read_sources(path: Path, provider: str | None = None, at: datetime | None = 
         try:
             text = file.read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ImportError_(f"{file}: cannot read: {exc}") from None
+            raise HistoryImportError(f"{file}: cannot read: {exc}") from None
         try:
             if file.suffix == ".json":
                 read = parse_spot_history_json(text, str(file))
@@ -124,9 +124,9 @@ def read_sources(path: Path, provider: str | None = None, at: datetime | None = 
                 observations += _catalog_observations(file, text, provider, at, hardware, report)
                 continue
             else:
-                raise ImportError_(f"{file}: unknown kind; expected .json, .tsv or .csv")
+                raise HistoryImportError(f"{file}: unknown kind; expected .json, .tsv or .csv")
         except ValueError as exc:
-            raise ImportError_(str(exc)) from None
+            raise HistoryImportError(str(exc)) from None
         report.records += read.records
         report.skipped.update(read.skipped)
         observations += read.observations
@@ -138,10 +138,10 @@ def _catalog_observations(file: Path, text: str, provider: str | None, at: datet
                           ) -> list[PriceObservation]:
     name = provider or _guess_provider(file)
     if name is None:
-        raise ImportError_(f"{file}: which cloud is this catalog? give --provider")
+        raise HistoryImportError(f"{file}: which cloud is this catalog? give --provider")
     when = at or _guess_date(file)
     if when is None:
-        raise ImportError_(f"{file}: a catalog snapshot needs its date: give --at YYYY-MM-DD "
+        raise HistoryImportError(f"{file}: a catalog snapshot needs its date: give --at YYYY-MM-DD "
                            "(or keep the date in its path)")
     read = parse_catalog(text, str(file))
     report.records += read.rows
@@ -159,7 +159,7 @@ def import_path(store: Store, path: Path, provider: str | None = None,
                 at: datetime | None = None) -> ImportReport:
     """Read everything under ``path`` (:func:`read_sources`), then append it to history.
 
-    Returns the :class:`ImportReport`. Raises :class:`ImportError_` before writing anything
+    Returns the :class:`ImportReport`. Raises :class:`HistoryImportError` before writing anything
     when a file is bad.
     """
     observations, hardware, report = read_sources(path, provider, at)

@@ -132,13 +132,12 @@ def _offers_from_history(store: Store) -> list[Offer]:
     history = store.offers.history
     matched = [(s, k, hw) for s, k, hw in select_series(store) if hw]
     metas = history.metas([s for s, _, _ in matched])
+    # Every point is at or before the newest last_seen: one batch gives each series' last price.
+    latest = history.prices_at(list(metas), max((m.last_seen_ms for m in metas.values()), default=0))
     out = []
     for series, key, hw in matched:
-        meta = metas.get(series)
-        if meta is None:
-            continue
-        found = history.prices_at([series], meta.last_seen_ms).get(series)
-        if found is None:
+        meta, found = metas.get(series), latest.get(series)
+        if meta is None or found is None:
             continue
         out.append(Offer(
             provider=key.provider, region=key.region, zone=key.zone,

@@ -305,14 +305,15 @@ class HistoryStore:
                     continue
                 asked.append(meta)
                 if meta.rolled_until_ms is not None and at_ms < meta.rolled_until_ms:
-                    pipe.zrevrangebyscore(keys.history_hourly(series), at_ms, "-inf", start=0, num=1)
+                    # two day blobs: the day of at_ms may hold only hours after it
+                    pipe.zrevrangebyscore(keys.history_hourly(series), at_ms, "-inf", start=0, num=2)
                 else:
                     pipe.zrevrangebyscore(keys.history_raw(series), at_ms, "-inf", start=0, num=1)
             replies = pipe.execute()
         out: dict[str, tuple[float, int]] = {}
         for meta, reply in zip(asked, replies):
             if meta.rolled_until_ms is not None and at_ms < meta.rolled_until_ms:
-                hours = [h for h in decode_day(reply[0]) if h.hour_ms <= at_ms] if reply else []
+                hours = [h for blob in reversed(reply) for h in decode_day(blob) if h.hour_ms <= at_ms]
                 if hours:
                     out[meta.series] = (hours[-1].last, hours[-1].hour_ms)
                 elif meta.base_price is not None:

@@ -125,3 +125,11 @@ def test_a_year_of_many_series_stays_within_the_stated_bound(redis_client):
     assert per_series < 200_000 and grown / 20 < 200_000
     raw = max(redis_client.zcard(keys.history_raw(f"aws/r/z{i}/t/spot")) for i in range(20))
     assert raw < 31 * 12  # 30 days (+ slack) of changes at most
+
+
+def test_price_at_a_time_before_the_first_changed_hour_of_its_day(redis_client):
+    history = HistoryStore(redis_client)
+    history.configure(raw_days=1, compact_slack_h=0)
+    history.append([obs(60 * 20, 2.0), obs(60 * 24 + 60 * 5, 3.0), obs(60 * 24 * 4, 4.0)])
+    at = to_ms(T0 + timedelta(days=1, hours=1))  # day 2 01:00: its blob starts at 05:00
+    assert history.prices_at([S], at)[S] == (2.0, to_ms(T0 + timedelta(hours=20)))
