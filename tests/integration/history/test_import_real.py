@@ -158,3 +158,21 @@ def test_archive_tsv_keeps_linux_prices_by_zone_id(store, data_dir):
     assert report.observations == len(linux)
     assert report.series == len({(ln[0], ln[1]) for ln in linux})
     assert "aws/eu-west-3/euw3-az2/g4dn.4xlarge/spot" in store.offers.series()
+
+
+def test_catalog_snapshot_import_dates_prices_and_learns_hardware(store, data_dir, tmp_path):
+    from scheduler.services.history_import import HistoryImportError
+
+    report = import_path(store, data_dir / "catalogs/anycloud_2026-05-20/gcp")
+    assert report.first == report.last == "2026-05-20T00:00:00+00:00" and report.hardware > 0
+    rows = history_service.query(store, gpu="A100", provider="gcp", since="2026-05-01",
+                                 until="2026-06-01")["rows"]
+    assert rows and all(r["gpu_model"] == "A100" and r["vram_gib"] == 40 for r in rows)
+    undated = tmp_path / "vms.csv"
+    undated.write_text((data_dir / "catalogs/anycloud_2026-05-20/vast/vms.csv").read_text())
+    with pytest.raises(HistoryImportError, match="--provider"):
+        import_path(store, undated)
+    with pytest.raises(HistoryImportError, match="--at"):
+        import_path(store, undated, provider="vast")
+    assert import_path(store, undated, provider="vast",
+                       at=datetime(2026, 5, 1, tzinfo=timezone.utc)).series > 0
