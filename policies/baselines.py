@@ -5,11 +5,14 @@ the same way. Re-implemented from their descriptions:
 - **on-demand**: the cheapest on-demand offer, from start to finish.
 - **greedy** (Wu et al., "Can't Be Late", NSDI '24, §3): spot whenever available; otherwise wait
   until the deadline forces on-demand, then stay on it.
-- **uniform progress** (same paper, §4): keep progress on the line ``C·t/D``: (1) idle and behind
-  the line → on-demand; (2) spot whenever available, and stay on it until reclaimed;
-  (3) on on-demand, stay until progress reaches the line at ``t + 2d``; (4) safety net: idle
-  with less than ``C(t) + 2d`` left → on-demand until the end. ``2d`` is widened to ``d + g``
-  when the decision interval ``g`` exceeds ``d``.
+- **uniform progress** (same paper, §4): keep progress on the line ``C·t/D``: (1) behind the
+  line with no spot → on-demand; (2) spot whenever available (also leaving on-demand for it),
+  and stay on it until reclaimed; (3) an on-demand instance is kept while there is no spot;
+  (4) safety net: with ``C(t) + 2d`` or more of the time left used up, idle or on-demand jobs
+  go on-demand; with ``C(t) + d``, a warm spot instance is kept until reclaimed, anything else
+  goes on-demand. Rule (3) and the rounding follow the paper's artifact (the
+  "no condition 2" variant it ships as Uniform Progress, i.e. without the optional
+  on-demand hysteresis).
 - **SkyPilot managed jobs** (``sky/jobs/recovery_strategy.py`` behaviour): no deadline; after a
   reclaim FAILOVER relaunches in the same zone/region first, EAGER_NEXT_REGION tries other
   regions first; it retries until capacity appears and never leaves a healthy instance.
@@ -87,39 +90,45 @@ def greedy(jobs: JobView, market: MarketView) -> Decision:
     return Decision(offer, reason)
 
 
+def _ceil_ticks(hours: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return np.ceil(hours / g - 1e-9) * g
+
+
 def uniform_progress(jobs: JobView, market: MarketView) -> Decision:
-    """Uniform Progress (rules 1-4 in the module docstring)."""
+    """Uniform Progress (rules 1-4 in the module docstring), as the paper's artifact behaves.
+
+    Times are rounded to decision intervals: the time left down, the work left (plus
+    overheads) up, as a tick-based scheduler sees them.
+    """
     spot, od, running, on_spot, on_od = _masks(jobs, market)
     c_total, c = jobs.compute_h, jobs.remaining_compute_h
     t, r = jobs.elapsed_h, jobs.time_to_deadline_h
     d, g = jobs.restart_overhead_h, jobs.decision_interval_h
-    margin = np.maximum(2 * d, d + g)
-    total = t + r
-    done = c_total - c
-
-    def ep(at_h):
-        return c_total * at_h / total
-
+    timed = has_deadline(jobs)
+    left = np.floor(r / g + 1e-9) * g
+    behind = timed & (c_total - c < c_total * t / (t + r) - EPS_H)
     spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
+    has_spot = spot_pick != NO_OFFER
     od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
-    net = has_deadline(jobs) & (r < c + margin - EPS_H)
-    leave_od = on_od & ~net & (done >= ep(t + 2 * d) - EPS_H)
-    idle_like = ~running | (on_spot & ~still) | leave_od
-    behind = done < ep(t) - EPS_H
+    idle = ~running | (on_spot & ~still)
+    net_2d = timed & (_ceil_ticks(c + 2 * d, g) >= left) & (idle | on_od)
+    net_d = timed & (_ceil_ticks(c + d, g) >= left)
+    keep_spot = net_d & on_spot & still & (jobs.overhead_left_h < 1e-9)
     offer = np.full(len(jobs), NO_OFFER)
     reason = np.full(len(jobs), int(Reason.WAIT_FOR_SPOT))
-    rules = [
-        (on_spot & still, jobs.current, Reason.CONTINUE),
-        (on_od & ~leave_od, jobs.current, Reason.ON_DEMAND_NEEDED),
-        (idle_like & net, od_pick, Reason.SAFETY_NET),
-        (idle_like & (spot_pick != NO_OFFER), spot_pick, Reason.SPOT),
-        (idle_like & behind, od_pick, Reason.ON_DEMAND_NEEDED),
+    rules = [  # first match wins
+        (keep_spot, jobs.current, Reason.CONTINUE),
+        (net_d | net_2d, od_pick, Reason.SAFETY_NET),
+        (has_spot, spot_pick, Reason.SPOT),                       # rule 2, also from on-demand
+        (on_od | behind, od_pick, Reason.ON_DEMAND_NEEDED),       # rule 1; keep on-demand
     ]
     decided = np.zeros(len(jobs), bool)
     for mask, pick, why in rules:
         take = mask & ~decided
         offer[take], reason[take] = pick[take], why
         decided |= take
+    reason = np.where((offer == jobs.current) & (offer != NO_OFFER) & (reason == Reason.SPOT),
+                      Reason.CONTINUE, reason)
     return Decision(offer, reason)
 
 

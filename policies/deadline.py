@@ -103,7 +103,6 @@ def reserve_h(jobs: JobView, market: MarketView, reserve_factor: float) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         runs = np.where(np.isfinite(cycle) & (cycle > 0),
                         jobs.remaining_compute_h / cycle, 0.0)
-    runs = runs * np.minimum(market.pool_stats.frac * 4.0, 1.0)
     return reserve_factor * 2.0 * jobs.restart_overhead_h * runs + jobs.decision_interval_h
 
 

@@ -36,14 +36,22 @@ def test_uniform_progress_rules():
     assert baselines.uniform_progress(behind, DOWN).offer[0] == 1    # rule 1
     assert baselines.uniform_progress(ahead, DOWN).offer[0] == NO_OFFER
     assert baselines.uniform_progress(behind, UP).offer[0] == 0      # rule 2: take the risk
-    # rule 3: on on-demand until done >= ep(t + 2d) = 48 · 25/72 = 16.67
-    on_od = job(48.0, c=31.5, elapsed_h=24.0, current=1)             # 16.5 done
-    assert baselines.uniform_progress(on_od, UP).offer[0] == 1
-    left = job(48.0, c=31.0, elapsed_h=24.0, current=1)              # 17 done
-    assert baselines.uniform_progress(left, UP).offer[0] == 0
-    # rule 4: idle with less than c + 2d left → on-demand
-    net = job(10.9, c=10.0, elapsed_h=37.1)
-    assert baselines.uniform_progress(net, UP).reason[0] == Reason.SAFETY_NET
+    # rule 3: an on-demand instance is kept while there is no spot, even when ahead...
+    assert baselines.uniform_progress(job(48.0, c=30.0, elapsed_h=24.0, current=1),
+                                      DOWN).offer[0] == 1
+    # ...and left for spot as soon as spot is there (rule 2)
+    assert baselines.uniform_progress(job(48.0, c=30.0, elapsed_h=24.0, current=1),
+                                      UP).offer[0] == 0
+    # rule 4: c + 2d = 11 h of work against 10.75 h left (ticks of .25 h) → on-demand
+    net = baselines.uniform_progress(job(10.9, c=10.0, elapsed_h=37.1), UP)
+    assert net.offer[0] == 1 and net.reason[0] == Reason.SAFETY_NET
+    # ...but a warm spot instance is kept until reclaimed while c + d still fits
+    keep = baselines.uniform_progress(job(10.9, c=10.0, elapsed_h=37.1, current=0), UP)
+    assert keep.offer[0] == 0 and keep.reason[0] == Reason.CONTINUE
+    # c + d = 10.5 h against 10.5 h left: a spot instance still paying its overhead goes
+    # to on-demand
+    cold = job(10.5, c=10.0, elapsed_h=37.5, current=0, overhead_left_h=0.3)
+    assert baselines.uniform_progress(cold, UP).offer[0] == 1
 
 
 def test_skypilot_failover_vs_eager_next_region():
