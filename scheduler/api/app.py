@@ -7,7 +7,10 @@ Request bodies are size-limited before they are parsed.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
+
+import redis
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
@@ -41,8 +44,22 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     app = FastAPI(title="gpu-arbiter", version="0.1.0")
     app.state.api_token = api_token
 
-    app.add_middleware(BodyLimitMiddleware, limit_for=lambda path: (
+    def authorized(path: str, token: str | None) -> bool:
+        if path == "/v1/health" or path.startswith(("/docs", "/openapi")):
+            return True
+        if token is None:
+            return False
+        if path.startswith("/v1/agent/"):
+            return tokens.scope(token) is not None
+        return hmac.compare_digest(token.encode("utf-8", "replace"), api_token.encode())
+
+    app.add_middleware(BodyLimitMiddleware, authorized=authorized, limit_for=lambda path: (
         MAX_AGENT_BODY_BYTES if path.startswith("/v1/agent/") else MAX_BODY_BYTES))
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(_: Request, exc: redis.RedisError):
+        return JSONResponse({"detail": "the state store (Redis) is unavailable; retry shortly"},
+                            status_code=503, headers={"Retry-After": "2"})
 
     @app.exception_handler(job_service.SpecError)
     async def spec_error(_: Request, exc: job_service.SpecError):

@@ -1,5 +1,10 @@
-"""Request body limits enforced while the body streams in (chunked bodies included), before
-any handler reads or parses it."""
+"""Request bodies: authorized and size-limited before any handler reads them.
+
+The middleware first checks the bearer token against what the route needs (cheap, no body
+read), then reads the body itself — chunked bodies included — stopping at the route's limit
+with 413, and replays it to the app. So no unauthenticated or oversized body is ever buffered
+beyond the limit or parsed.
+"""
 
 from __future__ import annotations
 
@@ -9,54 +14,68 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimitMiddleware:
-    """Answer 413 when a request body exceeds ``limit_for(path)`` bytes."""
+    """``limit_for(path)``: max body bytes; ``authorized(path, token)``: whether the bearer
+    token (``None`` when absent) may call ``path`` at all (handlers still check the scope)."""
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int]) -> None:
+    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int],
+                 authorized: Callable[[str, str | None], bool]) -> None:
         self.app = app
         self.limit_for = limit_for
+        self.authorized = authorized
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit_for(scope.get("path", ""))
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            await _reject(send, limit)
+        path = scope.get("path", "")
+        headers = dict(scope.get("headers") or [])
+        if not self.authorized(path, _bearer(headers.get(b"authorization"))):
+            await _answer(send, 401, "missing or invalid bearer token")
             return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        limit = self.limit_for(path)
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _answer(send, 413, f"request body over {limit} bytes")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge
-            return message
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _answer(send, 413, f"request body over {limit} bytes")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
-                await _reject(send, limit)
+        await self.app(scope, replay, send)
 
 
-async def _reject(send: Send, limit: int) -> None:
-    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+def _bearer(header: bytes | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, token = header.decode("latin-1").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -4,6 +4,7 @@ instance."""
 from __future__ import annotations
 
 import logging
+import io
 import os
 import tarfile
 import tempfile
@@ -61,6 +62,21 @@ def _check_members(tar: tarfile.TarFile) -> None:
             raise UnsafeBundle(f"code bundle member {name!r} contains '..'")
         if member.isdev():
             raise UnsafeBundle(f"code bundle member {name!r} is a device file")
+
+
+def check_bundle(data: bytes) -> None:
+    """Refuse, before anything is stored, a bundle the agent would refuse to unpack: the same
+    member checks and tarfile's ``data`` filter (no absolute or escaping links, no devices).
+
+    Raises :class:`UnsafeBundle` naming the member, ``tarfile.TarError`` if it does not parse.
+    """
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        _check_members(tar)
+        for member in tar.getmembers():
+            try:
+                tarfile.data_filter(member, "/bundle-check")
+            except tarfile.FilterError as exc:
+                raise UnsafeBundle(f"code bundle refused: {exc}") from None
 
 
 def download_workdir(store: ObjectStore, job_id: str, dest_dir: Path) -> bool:

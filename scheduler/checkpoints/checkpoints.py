@@ -54,9 +54,14 @@ def _portable(rel: PurePosixPath) -> bool:
     try:
         str(rel).encode("utf-8")
     except UnicodeEncodeError:
-        logger.warning("checkpoint file %r skipped: its name is not valid UTF-8", str(rel))
+        if str(rel) not in _WARNED_NAMES:  # the folder is scanned every second: say it once
+            _WARNED_NAMES.add(str(rel))
+            logger.warning("checkpoint file %r skipped: its name is not valid UTF-8", str(rel))
         return False
     return True
+
+
+_WARNED_NAMES: set[str] = set()
 
 
 def scan_checkpoint_dir(src_dir: Path) -> list[tuple[str, Path]]:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from scheduler.cli.client import CliError
+from scheduler.services.jobs import MAX_BUNDLE_BYTES
 
 _SKIP = {"__pycache__", ".git", ".venv", "node_modules"}
 
@@ -81,4 +82,12 @@ def pack_workdir(workdir: str | None, checkpoint_dir: str | None = "checkpoints"
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for child in sorted(root.iterdir()):
             tar.add(child, arcname=child.name, filter=skip)
+    if buffer.tell() > MAX_BUNDLE_BYTES:
+        biggest = sorted((p for p in root.rglob("*") if p.is_file() and not p.is_symlink()),
+                         key=lambda p: p.stat().st_size, reverse=True)[:3]
+        listing = ", ".join(f"{p.relative_to(root)} ({p.stat().st_size / 2**20:.0f} MiB)"
+                            for p in biggest)
+        raise CliError(f"workdir: {root} packs to {buffer.tell() / 2**20:.0f} MiB, over the "
+                       f"{MAX_BUNDLE_BYTES // 2**20} MiB limit for shipped code; largest files: "
+                       f"{listing}. Ship data through your own storage instead.")
     return base64.b64encode(buffer.getvalue()).decode()

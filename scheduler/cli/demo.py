@@ -134,8 +134,10 @@ def _follow(console: Console, client: ApiClient, job_id: str, timeout_s: float) 
                 step, total, loss = parsed
                 progress.update(task, completed=step, total=total,
                                 description=f"step {step}/{total} loss {loss}")
-            # Short enough for a 24-line terminal: the last events and the progress bar.
-            live.update(Group(render.job_panel(job, last_events=6), progress))
+            # Short enough for a 24-line terminal: the last events and the progress bar (the
+            # placements are printed at the end).
+            live.update(Group(render.job_panel(job, last_events=4, with_placements=False),
+                              progress))
             if job["state"] in _TERMINAL:
                 return job
             _check_deadline(deadline, job)

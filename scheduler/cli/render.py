@@ -106,12 +106,13 @@ def _billed_hours(p: dict[str, Any]) -> float:
     return max(0.0, (end - start).total_seconds()) * p.get("time_scale", 1.0) / 3600
 
 
-def job_panel(job: dict[str, Any], last_events: int | None = None) -> Panel:
+def job_panel(job: dict[str, Any], last_events: int | None = None,
+              with_placements: bool = True) -> Panel:
     head = Text.assemble((job["id"], "bold"), "  ", state_text(job["state"]))
     if job.get("waiting_reason") and job["state"] not in TERMINAL_STATES:
         head.append(f"\n{job['waiting_reason']}", style="yellow")
     parts: list[Any] = [head, money_line(job), timeline(job, last_events)]
-    if _all_placements(job):
+    if with_placements and _all_placements(job):
         parts.append(placements(job))
     return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)
 

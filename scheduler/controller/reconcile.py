@@ -17,7 +17,8 @@ from scheduler.controller.launching import launch
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
-from scheduler.models import Job, JobState, PlacementEnd
+from providers.errors import ProviderError
+from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.store import StaleJobError, keys
 from scheduler.timing import JOB_LEASE_TTL_S
 
@@ -35,10 +36,27 @@ def step(ctx: Context, job: Job) -> Job | None:
         return place(ctx, job)
     if job.placement.instance_id is None:
         if job.cancel_requested:
+            # A launch may have reached the cloud although its result was never saved (the
+            # cancel bumped the job's version, or a crash): find it by its client token.
+            leaked = _launched_anyway(ctx, job)
+            if leaked is not None:
+                job.placement.instance_id = leaked
             return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
-                          "cancelled before launch")
+                          "cancelled before launch" if leaked is None
+                          else f"cancelled while launching; instance {leaked} terminated")
         return launch(ctx, job)
     return observe(ctx, job)
+
+
+def _launched_anyway(ctx: Context, job: Job) -> str | None:
+    placement = job.placement
+    assert placement is not None
+    try:
+        found = ctx.providers.get(placement.offer.provider).describe({TAG_JOB: job.id})
+    except (ProviderError, KeyError):
+        return None
+    return next((i.id for i in found
+                 if i.client_token == placement.client_token and not i.state.is_gone()), None)
 
 
 def reconcile_job(ctx: Context, job_id: str) -> Job | None:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import secrets
 import tarfile
 from typing import Any
 
 from pydantic import ValidationError
 
+from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
-from scheduler.checkpoints.objectstore import ObjectStore
+from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
 from scheduler.models import Job, JobEvent, JobSpec, JobState, describe_validation_error, utcnow
 from scheduler.store import StaleJobError, Store
 
@@ -61,11 +61,10 @@ def _decode_bundle(bundle_b64: str) -> bytes:
         raise SpecError([{"field": "bundle_b64", "value": f"{len(data)} bytes",
                           "problem": f"larger than {MAX_BUNDLE_BYTES} bytes"}])
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            for member in tar.getmembers():
-                if member.name.startswith("/") or ".." in member.name.split("/"):
-                    raise SpecError([{"field": "bundle_b64", "value": member.name,
-                                      "problem": "archive members must be relative paths"}])
+        check_bundle(data)
+    except UnsafeBundle as exc:
+        raise SpecError([{"field": "bundle_b64", "value": "(archive)",
+                          "problem": str(exc)}]) from None
     except tarfile.TarError as exc:
         raise SpecError([{"field": "bundle_b64", "value": "(archive)",
                           "problem": f"not a gzip tar archive: {exc}"}]) from None

@@ -23,6 +23,7 @@ def api(redis_client, tmp_path):
     store = Store.over(redis_client)
     app = create_app(store, objects, AgentTokens(b"secret"), TOKEN)
     client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    client.app_args = (store, objects, AgentTokens(b"secret"), TOKEN)
     return client, store, objects, tmp_path / "objects"
 
 
@@ -109,7 +110,7 @@ def test_agent_token_is_scoped_to_one_job_attempt(api):
                           headers={"Authorization": f"Bearer {tokens.issue(other['id'], 1)}"})
     assert allowed.status_code == 200
     # the user token is not an agent token
-    assert client.post("/v1/agent/i-1/report", json=report).status_code == 403
+    assert client.post("/v1/agent/i-1/report", json=report).status_code == 401
 
 
 def test_agent_token_checked_before_the_body_and_bodies_are_limited(api):
@@ -123,7 +124,7 @@ def test_agent_token_checked_before_the_body_and_bodies_are_limited(api):
             yield b"x" * (128 * 1024)
     big = client.post("/v1/agent/i/report", content=chunks(),
                       headers={"Authorization": "Bearer whatever"})
-    assert big.status_code in (403, 413)
+    assert big.status_code == 401  # refused before a byte of the body is read
     tokens = AgentTokens(b"secret")
     job = client.post("/v1/jobs", json={"spec": GOOD}).json()
     big = client.post("/v1/agent/i/report", content=chunks(),
@@ -140,3 +141,19 @@ def test_liveness_uses_the_daemon_clock(api):
                        headers={"Authorization": f"Bearer {tokens.issue(job['id'], 1)}"}).status_code == 200
     stored = store.agents.last_report(job["id"], 1)
     assert stored.received_at is not None and stored.received_at.year < 2099
+
+
+def test_chunked_submissions_over_the_limit_get_413_and_need_the_token_first(api, monkeypatch):
+    client, *_ = api
+    import scheduler.api.app as app_module
+
+    def chunks(n):
+        for _ in range(n):
+            yield b"x" * (1024 * 1024)
+    # The limit is read when the app is built; exercise it through a small one.
+    monkeypatch.setattr(app_module, "MAX_BODY_BYTES", 2 * 1024 * 1024)
+    small = TestClient(app_module.create_app(*client.app_args),
+                       headers={"Authorization": f"Bearer {TOKEN}"})
+    assert small.post("/v1/jobs", content=chunks(5)).status_code == 413
+    assert small.post("/v1/jobs", content=chunks(5),
+                      headers={"Authorization": "Bearer nope"}).status_code == 401
