@@ -180,7 +180,7 @@ def _report(console: Console, client: ApiClient, job: dict) -> bool:
     console.print(f"job {job['id']}: {job['state']}, {render.plural(d['migrations'], 'migration')}"
                   f" over {render.plural(len(job['placements']), 'placement')}")
     if done:
-        console.print(f"training: {done}")
+        console.print(f"training: {done}", soft_wrap=True)
     console.print(render.money_line(job))
     ok = job["state"] == "succeeded" and d["migrations"] >= 1
     if job["state"] == "succeeded" and d["migrations"] == 0:

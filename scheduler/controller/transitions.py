@@ -7,7 +7,7 @@ import logging
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
-from scheduler.models import Job, JobEvent, JobState, PlacementEnd
+from scheduler.models import Job, JobEvent, JobState, Market, PlacementEnd
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ def end_placement(ctx: Context, job: Job, reason: PlacementEnd) -> None:
         return
     placement.ended_at = ctx.clock()
     placement.end_reason = reason
+    if placement.offer.market is Market.SPOT:
+        ctx.store.offers.record_spot_hours(placement.offer.key, placement.billed_hours())
     if reason is PlacementEnd.PREEMPTED:
         ctx.store.offers.record_preemption(placement.offer.key)
     job.placements.append(placement)

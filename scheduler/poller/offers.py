@@ -1,5 +1,8 @@
 """Poll one provider adapter: replace its latest offers, append its new price observations.
 
+Spot offers' interruption risk is blended with the preemptions this service observed on them
+(:mod:`policies.observed_risk`) before they are stored.
+
 A failed poll logs and leaves the latest offers in place (keep the last good data); only real
 observations are appended to history.
 """
@@ -12,10 +15,21 @@ from datetime import datetime
 
 from providers.base import Provider
 from providers.errors import ProviderError
-from scheduler.models import Offer, utcnow
+from policies.observed_risk import blended_risk
+from scheduler.models import Market, Offer, utcnow
 from scheduler.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def _with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) -> Offer:
+    """The offer with its advertised interruption risk blended with what we observed on it."""
+    seen = exposure.get(offer.key.series()) if offer.market is Market.SPOT else None
+    if not seen:
+        return offer
+    preemptions, hours = seen
+    risk = blended_risk(offer.interruption_risk, preemptions, hours)
+    return offer.model_copy(update={"interruption_risk": risk})
 
 
 class OfferPoller:
@@ -37,9 +51,10 @@ class OfferPoller:
             self.last_error = str(exc)
             log.warning("poll of %s failed, keeping the last offers: %s", self.provider.name, exc)
             return 0
+        exposure = self.store.offers.spot_exposure()
         by_name: dict[str, list[Offer]] = defaultdict(list)
         for offer in offers:
-            by_name[offer.provider].append(offer)
+            by_name[offer.provider].append(_with_observed_risk(offer, exposure))
         names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
         for name in names | set(by_name):
             self.store.offers.replace_offers(name, by_name.get(name, []))

@@ -13,6 +13,7 @@ SERIES_INDEX = f"{PREFIX}:series"             # set of price series keys (every 
 OFFER_PROVIDERS = f"{PREFIX}:offers:providers"  # set of provider names with offers
 UNAVAILABLE_OFFERS = f"{PREFIX}:unavailable"   # zset series -> expiry ms
 PREEMPTIONS = f"{PREFIX}:preemptions"          # hash series -> preemptions observed by us
+SPOT_HOURS = f"{PREFIX}:spot-hours"            # hash series -> spot hours we ran (market hours)
 # Price history (scheduler/store/history.py). One series' keys share the ``{series}`` hash tag.
 HISTORY_CONFIG = f"{PREFIX}:hist:config"      # hash: retention settings shared by all replicas
 HISTORY_HARDWARE = f"{PREFIX}:hist:hardware"  # hash "provider/instance_type" -> hardware JSON

@@ -70,6 +70,20 @@ class OfferStore:
         """Count one preemption this service observed on ``key``; returns the new total."""
         return int(self._r.hincrby(keys.PREEMPTIONS, key.series(), 1))
 
+    def record_spot_hours(self, key: OfferKey, hours: float) -> None:
+        """Add ``hours`` (market hours) of spot running time on ``key``."""
+        if hours > 0:
+            self._r.hincrbyfloat(keys.SPOT_HOURS, key.series(), hours)
+
+    def spot_exposure(self) -> dict[str, tuple[int, float]]:
+        """``series -> (preemptions observed, spot hours run)`` for every key we ran on."""
+        with self._r.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.PREEMPTIONS)
+            pipe.hgetall(keys.SPOT_HOURS)
+            counts, hours = pipe.execute()
+        return {s: (int(counts.get(s, 0)), float(hours.get(s, 0.0)))
+                for s in set(counts) | set(hours)}
+
     def preemptions(self) -> dict[OfferKey, int]:
         """Preemptions observed per offer key (input to interruption-risk estimates)."""
         return {OfferKey.from_series(s): int(n) for s, n in self._r.hgetall(keys.PREEMPTIONS).items()}

@@ -130,6 +130,13 @@ def test_agent_reports_drive_running_notice_and_migration(ctx, provider):
     assert job.state is JobState.MIGRATING and job.last_checkpoint_id == "c1"
     assert job.placements[-1].end_reason == "preempted"
     assert ctx.store.offers.preemptions() == {job.placements[-1].offer.key: 1}
+    preempted, hours = ctx.store.offers.spot_exposure()[job.placements[-1].offer.key.series()]
+    assert preempted == 1 and hours > 0
+    # The next poll blends that preemption into the offer's advertised risk.
+    from scheduler.poller.offers import OfferPoller
+    OfferPoller(ctx.store, provider)()
+    risks = {o.key: o.interruption_risk for o in ctx.store.offers.all_offers()}
+    assert risks[job.placements[-1].offer.key] > 0.5
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
     assert job.state is JobState.PROVISIONING and job.placement.attempt == 2
