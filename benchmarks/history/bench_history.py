@@ -142,6 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ga-bench-history-") as tmp:
         ing = ingest_phase(args, Path(tmp))
+        print(f"(ingest done: {ing})", flush=True)  # the query phase takes longer
         qry = query_phase(args, Path(tmp))
     per_series = ing["bytes"] / args.series
     print(f"### {datetime.now(timezone.utc):%Y-%m-%d} — `python -m benchmarks.history.bench_history "
