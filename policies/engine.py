@@ -41,7 +41,9 @@ from policies.views import (
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Tunable knobs of the v2 policy (defaults chosen on traces held out of the benchmark).
+    """Tunable knobs of the v2 policy. Defaults were chosen on traces held out of the benchmark
+    (``benchmarks/policies/TUNING.md``); ``same_zone_cooldown_h`` made no difference there and
+    is kept at 1 h for the "never the same zone right after a reclaim" rule.
 
     - **reserve_factor**: scales the end-game slack reserve (:func:`deadline.reserve_h`).
     - **on_demand_band_h**: an on-demand job is let go only when this many hours ahead.
