@@ -106,15 +106,18 @@ def select_series(store: Store, *, gpu: str | None = None, provider: str | None 
     hw = hardware_map(store)
     wanted = {"provider": provider, "region": region, "zone": zone,
               "instance_type": instance_type, "market": market}
+    wanted = {k: v.lower() for k, v in wanted.items() if v is not None}
     out = []
     for series in store.offers.history.series():
+        parts = series.split("/")
+        if len(parts) != 5:
+            continue
+        values = dict(zip(("provider", "region", "zone", "instance_type", "market"), parts))
+        if any(values[k].lower() != v for k, v in wanted.items()):
+            continue  # plain string checks first: 10,000 series are scanned per query
         try:
             key = OfferKey.from_series(series)
         except ValueError:
-            continue
-        values = {"provider": key.provider, "region": key.region, "zone": key.zone,
-                  "instance_type": key.instance_type, "market": key.market.value}
-        if any(v is not None and values[k].lower() != v.lower() for k, v in wanted.items()):
             continue
         info = _hardware_of(hw, key)
         if gpu and (info is None or str(info["gpu_model"]).lower() != gpu.lower()):
