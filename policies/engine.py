@@ -273,7 +273,7 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     yet checkpointed valued at the current effective price, and for a spot target the expected
     relaunch back onto the current kind of offer when it is reclaimed before the job is done.
     """
-    jobs, cfg = ctx.jobs, ctx.cfg
+    jobs = ctx.jobs
     is_spot = ctx.market.offers.is_spot[None, :]
     eff_cur = risk.current_column(ctx.eff, jobs)
     price_cur = risk.current_column(ctx.price, jobs)
