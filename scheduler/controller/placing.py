@@ -12,8 +12,17 @@ from scheduler.controller.transitions import client_token, save, wait
 from scheduler.models import Job, JobState, Market, Placement
 
 
+def _launchable(ctx: Context, provider: str) -> bool:
+    """Offers of display-only sources (public catalogs) and of providers no longer configured
+    are shown by ``schedctl offers`` but never placed on."""
+    try:
+        return bool(getattr(ctx.providers.get(provider), "launchable", True))
+    except KeyError:
+        return False
+
+
 def place(ctx: Context, job: Job) -> Job | None:
-    offers = ctx.store.offers.all_offers()
+    offers = [o for o in ctx.store.offers.all_offers() if _launchable(ctx, o.provider)]
     decision = choose_offer(job.spec, offers, ctx.store.offers.unavailable())
     if job.on_demand_reference_usd_per_hour is None:
         job.on_demand_reference_usd_per_hour = decision.on_demand_reference_usd_per_hour

@@ -218,3 +218,14 @@ def test_agent_failures_are_retried_then_given_up_without_progress(ctx, provider
     assert job.state is JobState.FAILED
     assert "3 attempts lost in a row" in job.events[-1].message
     assert all(i.state.is_gone() for i in provider.describe({TAG_JOB: job.id}))
+
+
+def test_offers_of_display_only_or_unconfigured_sources_are_never_placed_on(ctx, provider):
+    live = provider.list_offers()
+    ctx.store.offers.replace_offers("aws", live)
+    catalog_only = live[0].model_copy(update={"provider": "gcp-catalog", "price_usd_per_hour": 0.01})
+    ctx.store.offers.replace_offers("gcp-catalog", [catalog_only])
+    job = _submit(ctx)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.placement.offer.provider == "aws"
