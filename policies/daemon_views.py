@@ -18,8 +18,19 @@ from datetime import datetime
 
 import numpy as np
 
-from policies.availability import always_available, availability_stats, risk_to_mean_up_h
-from policies.views import NO_OFFER, NO_ZONE, AvailabilityStats, JobView, MarketView, OfferTable
+from policies.availability import (
+    always_available,
+    availability_stats,
+    risk_to_mean_up_h,
+)
+from policies.views import (
+    NO_OFFER,
+    NO_ZONE,
+    AvailabilityStats,
+    JobView,
+    MarketView,
+    OfferTable,
+)
 from scheduler.models import Job, Offer, PlacementEnd
 
 _FIELDS = AvailabilityStats.__dataclass_fields__

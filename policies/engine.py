@@ -35,7 +35,13 @@ import numpy as np
 from policies import budget, deadline, risk, zones
 from policies.availability import residual_up_h
 from policies.views import (
-    NO_OFFER, NO_ZONE, Decision, JobView, MarketView, MigrationDecision, Reason,
+    NO_OFFER,
+    NO_ZONE,
+    Decision,
+    JobView,
+    MarketView,
+    MigrationDecision,
+    Reason,
 )
 
 

@@ -106,7 +106,7 @@ class OfferTable:
         return len(self.keys)
 
     @classmethod
-    def from_offers(cls, offers: Sequence[Offer]) -> "OfferTable":
+    def from_offers(cls, offers: Sequence[Offer]) -> OfferTable:
         """Columns of ``offers`` (order kept: offer ``i`` is row ``i``)."""
         zone, zone_names = _codes([f"{o.provider}/{o.region}/{o.zone}" for o in offers])
         region, region_names = _codes([f"{o.provider}/{o.region}" for o in offers])
@@ -152,7 +152,7 @@ class AvailabilityStats:
     mean_down_h: np.ndarray
     frac: np.ndarray
 
-    def take(self, rows: np.ndarray) -> "AvailabilityStats":
+    def take(self, rows: np.ndarray) -> AvailabilityStats:
         """The stats of the given job rows (for per-job arrays)."""
         return AvailabilityStats(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
@@ -232,7 +232,7 @@ class JobView:
         return int(self.compute_h.shape[0])
 
     @classmethod
-    def build(cls, n: int = 1, **values) -> "JobView":
+    def build(cls, n: int = 1, **values) -> JobView:
         """A view of ``n`` jobs; each value is a scalar (same for all) or an ``(n,)`` sequence.
 
         Defaults: no deadline, no instance, 0 overheads, continuous checkpoints, no preemption,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-from datetime import datetime, timezone
 import logging
 import os
 import signal
@@ -18,6 +17,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -31,12 +31,19 @@ from scheduler.controller.context import AgentBootstrap, Context, ProviderRegist
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.poller.offers import OfferPoller
-from scheduler.provider_setup import ProviderConfigError, build_providers, default_entries
+from scheduler.provider_setup import (
+    ProviderConfigError,
+    build_providers,
+    default_entries,
+)
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
 from scheduler.timing import (
-    EMBEDDED_REDIS_CHECK_S, OFFER_POLL_S, ORPHAN_SWEEP_S, RECONCILE_INTERVAL_S,
+    EMBEDDED_REDIS_CHECK_S,
+    OFFER_POLL_S,
+    ORPHAN_SWEEP_S,
+    RECONCILE_INTERVAL_S,
     REPLAY_OFFER_POLL_S,
 )
 
@@ -163,7 +170,7 @@ class Daemon:
             # takes tens of seconds and must not hold up the API.
             self.scheduler.add_job(poller, "interval", seconds=interval, jitter=0.2,
                                    max_instances=1, coalesce=True, id=f"poll:{adapter.name}",
-                                   next_run_time=datetime.now(timezone.utc))
+                                   next_run_time=datetime.now(UTC))
         self.scheduler.add_job(reconcile_pass, "interval", args=[self.ctx],
                                seconds=RECONCILE_INTERVAL_S, max_instances=1, coalesce=True,
                                id="reconcile")

@@ -29,7 +29,7 @@ import resource
 import tempfile
 import time
 import tracemalloc
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def _serve(regions: list[str], latency_s: float, conn: Any) -> None:
     from benchmarks.aws.dataset import build
     from tests.contract.providers.aws.fake_aws import FakeAws
 
-    fake = FakeAws(latency_s=latency_s, **build(regions, datetime.now(timezone.utc)))
+    fake = FakeAws(latency_s=latency_s, **build(regions, datetime.now(UTC)))
     conn.send(fake.url)
     conn.recv()  # until told to stop
     conn.send(dict((f"{r} {a}", n) for (r, a), n in fake.requests.items()))
@@ -84,7 +84,7 @@ def run(n: int, latency_ms: float, patterns: list[str] | None = None) -> dict[st
     try:
         with tempfile.TemporaryDirectory() as tmp:
             provider = _provider(url, regions, Path(tmp) / "a", patterns)
-            started = datetime.now(timezone.utc)
+            started = datetime.now(UTC)
             cold = _poll(provider, None)
             warm = _poll(provider, started)
             provider.close()

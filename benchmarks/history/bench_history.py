@@ -27,7 +27,7 @@ import random
 import statistics
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from scheduler.models import PriceObservation
@@ -35,7 +35,7 @@ from scheduler.services import history as history_service
 from scheduler.store import Store
 from tests.fixtures.redis_server import start_redis
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 # Stated bound: a series-year at ~6 changes a day (30 days raw, the rest hourly rollups) stays
 # under 200 KB of Redis memory.
 MEMORY_BOUND_BYTES = 200_000
@@ -174,7 +174,7 @@ def main() -> None:
         print(f"(ingest done: {ing})", flush=True)  # the query phase takes longer
         qry = query_phase(args, Path(tmp))
     per_series = ing["bytes"] / args.series
-    print(f"### {datetime.now(timezone.utc):%Y-%m-%d} — `python -m benchmarks.history.bench_history "
+    print(f"### {datetime.now(UTC):%Y-%m-%d} — `python -m benchmarks.history.bench_history "
           f"--series {args.series} --days {args.days} --change-p {args.change_p} "
           f"--query-series {args.query_series} --queries {args.queries}`\n")
     print(f"Machine: {os.cpu_count()} CPUs (nproc), {_cpu_model()}, Python "

@@ -34,15 +34,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.policies import report  # noqa: E402
-from providers.replay.market import ReplayMarket, ReplayOffer  # noqa: E402
-from providers.replay.timeline import PriceSeries, load_trace  # noqa: E402
-from scheduler.config import shared_data_dir  # noqa: E402
-from scheduler.models import JobSpec  # noqa: E402
-from scheduler.simulator.engine import SimJob  # noqa: E402
-from scheduler.simulator.market import build_sim_market  # noqa: E402
-from scheduler.simulator.optimum import optimal_cost  # noqa: E402
-from scheduler.simulator.runner import Comparison, compare, summary_row  # noqa: E402
+from benchmarks.policies import report
+from providers.replay.market import ReplayMarket, ReplayOffer
+from providers.replay.timeline import PriceSeries, load_trace
+from scheduler.config import shared_data_dir
+from scheduler.models import JobSpec
+from scheduler.simulator.engine import SimJob
+from scheduler.simulator.market import build_sim_market
+from scheduler.simulator.optimum import optimal_cost
+from scheduler.simulator.runner import Comparison, compare, summary_row
 
 TRACE_DIR = "traces/cbl_spot_traces/availability/1-node/aws-10-26-2022"
 TYPES = ("k80_1", "k80_8", "v100_1", "v100_8")

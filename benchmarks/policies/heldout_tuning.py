@@ -26,15 +26,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.policies.report import machine  # noqa: E402
-from policies import baselines  # noqa: E402
-from policies.engine import PolicyConfig, decide  # noqa: E402
-from providers.replay.market import ReplayMarket, ReplayOffer  # noqa: E402
-from providers.replay.timeline import PriceSeries, load_trace  # noqa: E402
-from scheduler.config import shared_data_dir  # noqa: E402
-from scheduler.models import JobSpec  # noqa: E402
-from scheduler.simulator.engine import SimJob, simulate  # noqa: E402
-from scheduler.simulator.market import build_sim_market  # noqa: E402
+from benchmarks.policies.report import machine
+from policies import baselines
+from policies.engine import PolicyConfig, decide
+from providers.replay.market import ReplayMarket, ReplayOffer
+from providers.replay.timeline import PriceSeries, load_trace
+from scheduler.config import shared_data_dir
+from scheduler.models import JobSpec
+from scheduler.simulator.engine import SimJob, simulate
+from scheduler.simulator.market import build_sim_market
 
 PREEMPTION = "traces/cbl_spot_traces/preemption/1-node"
 GROUPS = {

@@ -20,7 +20,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +28,16 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.policies.report import machine  # noqa: E402
-from policies.availability import always_available  # noqa: E402
-from policies.eligibility import eligible_matrix  # noqa: E402
-from policies.engine import decide_placement  # noqa: E402
-from policies.views import AvailabilityStats, JobView, MarketView, OfferTable  # noqa: E402
-from scheduler.models import JobSpec, Offer  # noqa: E402
+from benchmarks.policies.report import machine
+from policies.availability import always_available
+from policies.eligibility import eligible_matrix
+from policies.engine import decide_placement
+from policies.views import AvailabilityStats, JobView, MarketView, OfferTable
+from scheduler.models import JobSpec, Offer
 
 GPUS = (("T4", 16), ("A10G", 24), ("L4", 24), ("V100", 16), ("A100", 40), ("H100", 80))
 PROVIDERS = ("aws", "gcp", "azure")
-T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def make_offers(m: int, rng: np.random.Generator) -> list[Offer]:

@@ -6,7 +6,7 @@ import os
 import platform
 import subprocess
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -33,7 +33,7 @@ def machine(command: str, elapsed_s: float, starts: int, seed: int) -> dict:
         commit = "unknown"
     return {"command": command, "seconds": round(elapsed_s, 1), "starts": starts, "seed": seed,
             "nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
 
 
 def _pool(rows: list[dict]) -> dict:

@@ -175,7 +175,7 @@ class AwsSettings(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _launch_matches_regions(self) -> "AwsSettings":
+    def _launch_matches_regions(self) -> AwsSettings:
         if self.launch is None:
             return self
         missing = [r for r in self.regions if self.launch.ami_for(r) is None]

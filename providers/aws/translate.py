@@ -23,7 +23,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.models import (
@@ -158,8 +158,8 @@ def aware_utc(value: datetime | str) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
 
 
 def spot_price(record: dict[str, Any], region: str) -> SpotPrice:

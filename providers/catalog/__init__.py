@@ -2,6 +2,10 @@
 (:mod:`providers.catalog.provider`), and readers of recorded price dumps
 (:mod:`providers.catalog.dumps`) for history imports."""
 
-from providers.catalog.provider import CatalogConfig, CatalogProvider, LaunchNotSupported
+from providers.catalog.provider import (
+    CatalogConfig,
+    CatalogProvider,
+    LaunchNotSupported,
+)
 
 __all__ = ["CatalogConfig", "CatalogProvider", "LaunchNotSupported"]

@@ -19,7 +19,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from scheduler.models import Market, OfferKey, PriceObservation
 
@@ -46,7 +46,7 @@ def region_of_zone_id(zone_id: str) -> str:
 def parse_time(text: str) -> datetime:
     """ISO-8601 (``Z`` or offset; naive taken as UTC) → aware UTC datetime."""
     at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 @dataclass

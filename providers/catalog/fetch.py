@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -84,7 +84,7 @@ class CatalogFetcher:
                 mtime = path.stat().st_mtime
             except OSError as exc:
                 raise NotFoundError(f"catalog {path}: {exc.strerror or exc}", provider="catalog") from None
-            return Fetched(text, str(path), datetime.fromtimestamp(mtime, tz=timezone.utc), False)
+            return Fetched(text, str(path), datetime.fromtimestamp(mtime, tz=UTC), False)
         return self._fetch_url(location)
 
     def _paths(self, url: str) -> tuple[Path, Path]:
@@ -130,7 +130,7 @@ class CatalogFetcher:
 
 
 def _at(epoch_s: float) -> datetime:
-    return datetime.fromtimestamp(epoch_s, tz=timezone.utc)
+    return datetime.fromtimestamp(epoch_s, tz=UTC)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -22,7 +22,14 @@ from providers.base import LaunchRequest
 from providers.catalog.fetch import CATALOG_MAX_AGE_S, CatalogFetcher, Fetched
 from providers.catalog.reader import CatalogEntry, CatalogRead, parse_catalog
 from providers.errors import ProviderError
-from scheduler.models import Instance, Market, Offer, OfferKey, PriceObservation, StrictModel
+from scheduler.models import (
+    Instance,
+    Market,
+    Offer,
+    OfferKey,
+    PriceObservation,
+    StrictModel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,7 @@ class CatalogSpec(StrictModel):
     url: str | None = Field(default=None, pattern=r"^https?://")
 
     @model_validator(mode="after")
-    def _one_location(self) -> "CatalogSpec":
+    def _one_location(self) -> CatalogSpec:
         if (self.path is None) == (self.url is None):
             raise ValueError("give exactly one of 'path' or 'url'")
         return self

@@ -28,7 +28,11 @@ import httpx
 from providers.errors import TransientError
 from providers.replay import procs
 from providers.replay.state import (
-    CLOUD_FILE, CLOUD_LOG_FILE, DEFAULT_IDLE_EXIT_S, SPAWN_LOCK_FILE, STATE_FILE,
+    CLOUD_FILE,
+    CLOUD_LOG_FILE,
+    DEFAULT_IDLE_EXIT_S,
+    SPAWN_LOCK_FILE,
+    STATE_FILE,
 )
 from scheduler.config import REPO_ROOT
 

@@ -49,7 +49,11 @@ from providers.replay import imds
 from providers.replay.engine import CloudError, ReplayCloud
 from providers.replay.market import MarketError, load_market
 from providers.replay.state import (
-    CLOUD_FILE, CLOUD_LOCK_FILE, DEFAULT_IDLE_EXIT_S, STATE_FILE, write_json_atomic,
+    CLOUD_FILE,
+    CLOUD_LOCK_FILE,
+    DEFAULT_IDLE_EXIT_S,
+    STATE_FILE,
+    write_json_atomic,
 )
 from scheduler.models import OfferKey
 from scheduler.models.base import ensure_utc
@@ -87,7 +91,7 @@ class Handler(BaseHTTPRequestHandler):
     # Idle keep-alive connections must not pin threads forever.
     timeout = 60
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # agents poll metadata every second; only errors are logged (see _send)
 
     # ----- plumbing -------------------------------------------------------------------------

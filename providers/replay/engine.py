@@ -25,7 +25,12 @@ from providers.replay import procs
 from providers.replay.market import ReplayMarket
 from providers.replay.state import InstanceRecord, StateStore
 from scheduler.models import (
-    InstanceState, Market, OfferKey, PreemptionNotice, StrictModel, format_validation_error,
+    InstanceState,
+    Market,
+    OfferKey,
+    PreemptionNotice,
+    StrictModel,
+    format_validation_error,
     utcnow,
 )
 

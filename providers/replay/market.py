@@ -21,10 +21,19 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from providers.replay.catalog import CatalogError, CatalogRow, merge_duplicate_rows, read_catalog
+from providers.replay.catalog import (
+    CatalogError,
+    CatalogRow,
+    merge_duplicate_rows,
+    read_catalog,
+)
 from providers.replay.schema import MarketSpec, OfferSpec
 from providers.replay.timeline import (
-    AvailabilityTrace, MarketClock, PriceSeries, TraceError, load_trace,
+    AvailabilityTrace,
+    MarketClock,
+    PriceSeries,
+    TraceError,
+    load_trace,
 )
 from scheduler.config import shared_data_dir
 from scheduler.models import Market, Offer, OfferKey, PriceObservation

@@ -72,7 +72,7 @@ class OfferSpec(StrictModel):
     spot_price_series: list[PricePointSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _markets_consistent(self) -> "OfferSpec":
+    def _markets_consistent(self) -> OfferSpec:
         if self.on_demand_price_usd_per_hour is None and self.spot_price_usd_per_hour is None:
             raise ValueError(
                 "give on_demand_price_usd_per_hour, spot_price_usd_per_hour or both"
@@ -124,7 +124,7 @@ class MarketSpec(StrictModel):
     traces: list[TraceSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _has_offers(self) -> "MarketSpec":
+    def _has_offers(self) -> MarketSpec:
         if not self.offers and not self.catalogs:
             raise ValueError("a market needs offers, catalogs or both")
         return self

@@ -90,7 +90,7 @@ class StateStore:
         return self.state_dir / STATE_FILE
 
     @classmethod
-    def open(cls, state_dir: Path, market_path: Path) -> "StateStore":
+    def open(cls, state_dir: Path, market_path: Path) -> StateStore:
         """Load ``state.json`` or create it (epoch = now). Raises ``ValueError`` when the file
         exists but is not a state file, rather than silently starting a new market."""
         state_dir.mkdir(parents=True, exist_ok=True)

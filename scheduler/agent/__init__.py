@@ -6,7 +6,12 @@ See :mod:`scheduler.agent.runner` for the sequence and :mod:`scheduler.agent.set
 environment it reads.
 """
 
-from scheduler.agent.notices import AliyunNotices, AwsImdsNotices, NoNotices, make_notice_source
+from scheduler.agent.notices import (
+           AliyunNotices,
+           AwsImdsNotices,
+           NoNotices,
+           make_notice_source,
+)
 from scheduler.agent.runner import Agent, main
 from scheduler.agent.settings import AgentSettings
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 from scheduler.models import JobSpec
+from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class JobProcess:
 
     @classmethod
     def start(cls, command: str, cwd: Path, env: Mapping[str, str], log_path: Path,
-              on_line: Callable[[str], None]) -> "JobProcess":
+              on_line: Callable[[str], None]) -> JobProcess:
         """Start ``command`` in ``cwd`` with exactly ``env``. Raises ``OSError`` if it cannot
         be started (e.g. ``cwd`` missing)."""
         popen = subprocess.Popen(

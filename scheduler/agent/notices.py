@@ -24,11 +24,13 @@ from typing import Protocol
 
 import httpx
 
-from scheduler.timing import (
-    IMDS_TOKEN_RENEW_BEFORE_S, IMDS_TOKEN_TTL_S, METADATA_TIMEOUT_S,
-)
 from scheduler.models import PreemptionNotice, utcnow
 from scheduler.models.base import ensure_utc
+from scheduler.timing import (
+    IMDS_TOKEN_RENEW_BEFORE_S,
+    IMDS_TOKEN_TTL_S,
+    METADATA_TIMEOUT_S,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import httpx
 from pydantic import ValidationError
 
 from scheduler.agent.retries import retrying
-from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 from scheduler.models import utcnow
 from scheduler.models.agents import AgentCommand, AgentPhase, AgentReport
+from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 

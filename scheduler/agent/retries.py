@@ -8,11 +8,19 @@ import logging
 from collections.abc import Callable
 
 from tenacity import (
-    RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential,
 )
 
-from scheduler.timing import AGENT_FINAL_RETRY_FOR_S, AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 from scheduler.checkpoints import CheckpointStoreError
+from scheduler.timing import (
+    AGENT_FINAL_RETRY_FOR_S,
+    AGENT_RETRY_FIRST_WAIT_S,
+    AGENT_RETRY_MAX_WAIT_S,
+)
 
 logger = logging.getLogger(__name__)
 

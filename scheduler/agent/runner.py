@@ -32,12 +32,15 @@ from scheduler.agent.reporter import Reporter
 from scheduler.agent.retries import retrying, store_error_is_transient
 from scheduler.agent.settings import AgentSettings
 from scheduler.agent.sync import CheckpointSync
-from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 from scheduler.checkpoints import (
-    ObjectStore, download_workdir, open_store, restore_latest,
+    ObjectStore,
+    download_workdir,
+    open_store,
+    restore_latest,
 )
 from scheduler.models import PreemptionNotice
 from scheduler.models.agents import AgentAction, AgentPhase
+from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 
 logger = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ class AgentSettings:
         return self.work_dir / "job.log"
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "AgentSettings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentSettings:
         """Read the settings from ``environ`` (default ``os.environ``).
 
         Raises ``ValueError`` listing every missing or malformed variable (values of

@@ -10,11 +10,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from scheduler.agent.retries import retrying, store_error_is_transient
-from scheduler.timing import AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 from scheduler.checkpoints import (
-    ObjectStore, commit_checkpoint, dir_fingerprint, prune_checkpoints,
+    ObjectStore,
+    commit_checkpoint,
+    dir_fingerprint,
+    prune_checkpoints,
 )
 from scheduler.checkpoints.checkpoints import Fingerprint
+from scheduler.timing import AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ import hmac
 from typing import Any
 
 import redis
-
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
@@ -22,8 +21,8 @@ from scheduler.api.limits import BodyLimitMiddleware
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.models import describe_validation_error, utcnow
 from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
-from scheduler.services import jobs as job_service
 from scheduler.services import history as history_service
+from scheduler.services import jobs as job_service
 from scheduler.services import offers as offer_service
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens

@@ -6,12 +6,21 @@ back to the previous committed checkpoint when one is damaged. See :mod:`.checkp
 
 from scheduler.checkpoints.bundles import download_workdir, upload_workdir
 from scheduler.checkpoints.checkpoints import (
-    commit_checkpoint, dir_fingerprint, latest_checkpoint_id, list_checkpoints,
-    prune_checkpoints, restore_latest, scan_checkpoint_dir,
+    commit_checkpoint,
+    dir_fingerprint,
+    latest_checkpoint_id,
+    list_checkpoints,
+    prune_checkpoints,
+    restore_latest,
+    scan_checkpoint_dir,
 )
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.checkpoints.objectstore import (
-    CheckpointCorrupt, CheckpointStoreError, ObjectNotFound, ObjectStore, UnsafeBundle,
+    CheckpointCorrupt,
+    CheckpointStoreError,
+    ObjectNotFound,
+    ObjectStore,
+    UnsafeBundle,
 )
 from scheduler.checkpoints.s3 import S3ObjectStore
 from scheduler.checkpoints.urls import open_store

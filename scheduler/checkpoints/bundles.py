@@ -3,8 +3,8 @@ instance."""
 
 from __future__ import annotations
 
-import logging
 import io
+import logging
 import os
 import tarfile
 import tempfile

@@ -23,14 +23,16 @@ import shutil
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
 from scheduler.checkpoints import keys
 from scheduler.checkpoints.objectstore import (
-    CheckpointCorrupt, ObjectNotFound, ObjectStore,
+    CheckpointCorrupt,
+    ObjectNotFound,
+    ObjectStore,
 )
 from scheduler.models import CheckpointFile, CheckpointManifest, parse_lenient
 
@@ -196,7 +198,7 @@ def commit_checkpoint(
             job_id=job_id,
             checkpoint_id=keys.make_checkpoint_id(created_ms, attempt),
             attempt=attempt,
-            created_at=datetime.fromtimestamp(created_ms / 1000, tz=timezone.utc),
+            created_at=datetime.fromtimestamp(created_ms / 1000, tz=UTC),
             files=files,
             total_bytes=sum(f.size_bytes for f in files),
             final=final,

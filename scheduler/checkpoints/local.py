@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
-from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectNotFound, check_key
+from scheduler.checkpoints.objectstore import (
+    CheckpointStoreError,
+    ObjectNotFound,
+    check_key,
+)
 
 # Names of half-written objects; list_keys never shows them and keys may not use the prefix.
 _TEMP_PREFIX = ".ga-tmp-"

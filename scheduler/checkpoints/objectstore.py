@@ -14,8 +14,9 @@ subclasses, which will not change by retrying. Messages never contain credential
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 class CheckpointStoreError(Exception):

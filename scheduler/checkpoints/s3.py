@@ -8,8 +8,8 @@ appear in URLs, logs or error messages.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 from urllib.parse import urlsplit
 
 import boto3
@@ -17,7 +17,11 @@ import boto3.exceptions
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectNotFound, check_key
+from scheduler.checkpoints.objectstore import (
+    CheckpointStoreError,
+    ObjectNotFound,
+    check_key,
+)
 
 # Short connect timeout so an unreachable store fails fast and the caller's own retry loop
 # (which keeps the job running) decides; reads may be slow for large blobs.

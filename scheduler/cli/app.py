@@ -7,7 +7,7 @@ Each group of commands lives in its own module under ``scheduler/cli/`` and regi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -25,7 +25,7 @@ HomeOption = typer.Option(None, "--home", envvar="GA_HOME",
                           help="state directory of the daemon to talk to")
 
 
-def client(home: Optional[Path]) -> ApiClient:
+def client(home: Path | None) -> ApiClient:
     return ApiClient(home)
 
 

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -30,7 +30,7 @@ app.add_typer(history_app, name="history")
 FORMATS = ("table", "json", "csv")
 
 
-def _store(home: Optional[Path]):
+def _store(home: Path | None):
     """A Store over ``REDIS_URL`` or the embedded Redis of ``home``."""
     from scheduler.config import home_dir
     from scheduler.store import Store
@@ -42,7 +42,7 @@ def _store(home: Optional[Path]):
         raise CliError(f"cannot reach Redis: {exc}") from None
 
 
-def _objects(home: Optional[Path]):
+def _objects(home: Path | None):
     from scheduler.checkpoints.urls import open_store
     from scheduler.config import home_dir
 
@@ -50,7 +50,7 @@ def _objects(home: Optional[Path]):
     return open_store(url)
 
 
-def call(home: Optional[Path], method: str, path: str, local: Callable[[Any], Any],
+def call(home: Path | None, method: str, path: str, local: Callable[[Any], Any],
          params: dict[str, Any] | None = None, body: Any = None) -> Any:
     """The API's answer when a daemon answers for ``home``; else ``local(store)``."""
     try:
@@ -93,20 +93,20 @@ def emit(rows: list[dict[str, Any]], fmt: str, whole: Any, table: Callable[[], A
 @history_app.callback()
 def history(
     ctx: typer.Context,
-    gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
-    provider: Optional[str] = typer.Option(None),
-    region: Optional[str] = typer.Option(None),
-    zone: Optional[str] = typer.Option(None),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type"),
-    market: Optional[str] = typer.Option(None, help="spot or on-demand"),
+    gpu: str | None = typer.Option(None, help="GPU model, e.g. V100"),
+    provider: str | None = typer.Option(None),
+    region: str | None = typer.Option(None),
+    zone: str | None = typer.Option(None),
+    instance_type: str | None = typer.Option(None, "--instance-type"),
+    market: str | None = typer.Option(None, help="spot or on-demand"),
     since: str = typer.Option("30d", help="start: a duration ago (30d, 12h, 1y) or an ISO date"),
-    until: Optional[str] = typer.Option(None, help="end (default now), same forms as --since"),
+    until: str | None = typer.Option(None, help="end (default now), same forms as --since"),
     by: str = typer.Option("series", help="series, zone, region, provider or hour-of-day"),
     per_gpu: bool = typer.Option(False, "--per-gpu", help="prices per GPU-hour"),
     plot: bool = typer.Option(False, "--plot", help="draw the series in the terminal"),
     plot_max: int = typer.Option(6, min=1, max=20, help="most series drawn by --plot"),
     fmt: str = typer.Option("table", "--format", help="table, json or csv"),
-    home: Optional[Path] = HomeOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Price statistics per series (or group): min, p50, mean, p90, max, last, changes,
     volatility, over a window. Prices are USD/hour, time-weighted."""
@@ -142,9 +142,9 @@ def history(
 
 @history_app.command("import")
 def import_(path: Path = typer.Argument(..., help="a dump file or folder (.json, .tsv, .csv)"),
-            provider: Optional[str] = typer.Option(None, help="cloud of a catalog snapshot"),
-            at: Optional[str] = typer.Option(None, help="date of a catalog snapshot"),
-            home: Optional[Path] = HomeOption) -> None:
+            provider: str | None = typer.Option(None, help="cloud of a catalog snapshot"),
+            at: str | None = typer.Option(None, help="date of a catalog snapshot"),
+            home: Path | None = HomeOption) -> None:
     """Load recorded prices into history, straight into Redis (REDIS_URL or GA_HOME's
     embedded Redis): describe-spot-price-history JSON, the AWS spot archive TSV, or dated
     SkyPilot catalog snapshots. Importing the same files again stores nothing new."""
@@ -163,10 +163,10 @@ def import_(path: Path = typer.Argument(..., help="a dump file or folder (.json,
 
 
 @history_app.command("retention")
-def retention(raw_days: Optional[float] = typer.Option(None, help="days of raw price changes"),
-              rollup_days: Optional[float] = typer.Option(None, help="days of hourly rollups"),
-              raw_max_points: Optional[int] = typer.Option(None, help="raw changes per series, at most"),
-              home: Optional[Path] = HomeOption) -> None:
+def retention(raw_days: float | None = typer.Option(None, help="days of raw price changes"),
+              rollup_days: float | None = typer.Option(None, help="days of hourly rollups"),
+              raw_max_points: int | None = typer.Option(None, help="raw changes per series, at most"),
+              home: Path | None = HomeOption) -> None:
     """Show or change how long history is kept (shared by every daemon on this Redis)."""
     changes = {k: v for k, v in dict(raw_days=raw_days, rollup_days=rollup_days,
                                      raw_max_points=raw_max_points).items() if v is not None}
@@ -183,12 +183,12 @@ def retention(raw_days: Optional[float] = typer.Option(None, help="days of raw p
 
 @app.command()
 def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
-         compute_hours: Optional[float] = typer.Option(
+         compute_hours: float | None = typer.Option(
              None, "--compute-hours", min=0.001, help="instance-hours the job needs without "
                                                      "interruptions (default: 1, per compute hour)"),
          lookback: str = typer.Option("30d", help="price history used for the quantiles"),
          fmt: str = typer.Option("table", "--format", help="table or json"),
-         home: Optional[Path] = HomeOption) -> None:
+         home: Path | None = HomeOption) -> None:
     """Estimate a job's cost and duration before it runs: all on-demand, on spot, and under
     the active placement policy, from price history and interruption risk; the five best offers."""
     from scheduler.cli.bundle import load_spec_file
@@ -209,12 +209,12 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
 
 @app.command("cost-report")
-def cost_report(job: Optional[str] = typer.Argument(None, help="a job id (default: all jobs)"),
-                since: Optional[str] = typer.Option(None, help="jobs created since (30d, ISO date)"),
+def cost_report(job: str | None = typer.Argument(None, help="a job id (default: all jobs)"),
+                since: str | None = typer.Option(None, help="jobs created since (30d, ISO date)"),
                 storage_usd_per_gb_month: float = typer.Option(0.023, min=0),
                 transfer_usd_per_gb: float = typer.Option(0.09, min=0),
                 fmt: str = typer.Option("table", "--format", help="table, json or csv"),
-                home: Optional[Path] = HomeOption) -> None:
+                home: Path | None = HomeOption) -> None:
     """Recorded costs: compute per placement, checkpoint storage and transfer, savings
     against all on-demand, cost per GPU-hour."""
     from scheduler.services import costs as service
@@ -238,7 +238,7 @@ def cost_report(job: Optional[str] = typer.Argument(None, help="a job id (defaul
     emit(rows, fmt, result, lambda: render.cost_report(result))
 
 
-def offers_at(home: Optional[Path], at: str, **filters: Any) -> list[dict[str, Any]]:
+def offers_at(home: Path | None, at: str, **filters: Any) -> list[dict[str, Any]]:
     """``schedctl offers --at``: rows of ``GET /v1/offers?at=`` (or read locally)."""
     from scheduler.services import history as service
 

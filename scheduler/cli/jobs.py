@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,12 +17,12 @@ from scheduler.cli.client import CliError
 
 @app.command()
 def daemon(
-    home: Optional[Path] = typer.Option(None, "--home", envvar="GA_HOME",
+    home: Path | None = typer.Option(None, "--home", envvar="GA_HOME",
                                         help="state directory (embedded Redis, checkpoints, ...)"),
-    config: Optional[Path] = typer.Option(
+    config: Path | None = typer.Option(
         None, help="daemon config YAML with a 'providers' list (default: GA_HOME/config.yaml "
                    "if present, else the replayed example market)"),
-    market: Optional[Path] = typer.Option(None, help="run just this replayed market YAML "
+    market: Path | None = typer.Option(None, help="run just this replayed market YAML "
                                                      "(instead of the config's providers)"),
     host: str = typer.Option("127.0.0.1", help="API bind address"),
     port: int = typer.Option(0, help="API port (0: reuse the last one or pick a free one)"),
@@ -60,7 +59,7 @@ def daemon(
 
 @app.command()
 def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
-           home: Optional[Path] = HomeOption) -> None:
+           home: Path | None = HomeOption) -> None:
     """Submit a job. An invalid spec is refused with every bad field listed."""
     try:
         raw = load_spec_file(spec_file)
@@ -73,7 +72,7 @@ def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
 
 @app.command()
-def status(job_id: str, home: Optional[Path] = HomeOption,
+def status(job_id: str, home: Path | None = HomeOption,
            watch: bool = typer.Option(False, "--watch", "-w", help="refresh until the job ends")) -> None:
     """Timeline, placements, cost so far and what all-on-demand would have cost."""
     try:
@@ -94,7 +93,7 @@ def status(job_id: str, home: Optional[Path] = HomeOption,
 
 
 @app.command("list")
-def list_jobs(home: Optional[Path] = HomeOption,
+def list_jobs(home: Path | None = HomeOption,
               limit: int = typer.Option(50, min=1, max=1000)) -> None:
     """All jobs, newest first."""
     try:
@@ -104,7 +103,7 @@ def list_jobs(home: Optional[Path] = HomeOption,
 
 
 @app.command()
-def cancel(job_id: str, home: Optional[Path] = HomeOption) -> None:
+def cancel(job_id: str, home: Path | None = HomeOption) -> None:
     """Cancel a job: its agent checkpoints and stops, then the instance is terminated."""
     try:
         job = client(home).post(f"/v1/jobs/{job_id}/cancel")
@@ -118,7 +117,7 @@ def cancel(job_id: str, home: Optional[Path] = HomeOption) -> None:
 
 
 @app.command()
-def logs(job_id: str, home: Optional[Path] = HomeOption,
+def logs(job_id: str, home: Path | None = HomeOption,
          follow: bool = typer.Option(False, "--follow", "-f", help="keep printing new lines")) -> None:
     """The job's output, across all its placements."""
     try:
@@ -140,12 +139,12 @@ def logs(job_id: str, home: Optional[Path] = HomeOption,
 
 
 @app.command()
-def offers(home: Optional[Path] = HomeOption,
-           gpu: Optional[str] = typer.Option(None, help="GPU model, e.g. V100"),
-           provider: Optional[str] = typer.Option(None),
-           market: Optional[str] = typer.Option(None, help="spot or on-demand"),
+def offers(home: Path | None = HomeOption,
+           gpu: str | None = typer.Option(None, help="GPU model, e.g. V100"),
+           provider: str | None = typer.Option(None),
+           market: str | None = typer.Option(None, help="spot or on-demand"),
            min_vram_gib: float = typer.Option(0, min=0, help="minimum VRAM per GPU, GiB"),
-           at: Optional[str] = typer.Option(None, help="the market as it was then, from price "
+           at: str | None = typer.Option(None, help="the market as it was then, from price "
                                             "history (ISO date-time or a duration ago: 3d)")) -> None:
     """Latest offers: GPU, count, VRAM, provider, zone, on-demand and spot $/h, risk."""
     if market not in (None, "spot", "on-demand"):
@@ -170,7 +169,7 @@ def offers(home: Optional[Path] = HomeOption,
 
 
 @app.command()
-def demo(home: Optional[Path] = typer.Option(None, help="where the demo keeps its state, "
+def demo(home: Path | None = typer.Option(None, help="where the demo keeps its state, "
                                              "wiped first (default: GA_HOME/demo)"),
          timeout_s: float = typer.Option(170.0, help="give up after this many seconds")) -> None:
     """Run the main job on the embedded default, preemption and migration included.

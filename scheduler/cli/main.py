@@ -1,9 +1,11 @@
 """``schedctl``: the gpu-arbiter command line. Command modules register on the shared app."""
 
-from scheduler.cli import history  # noqa: F401
-from scheduler.cli import jobs  # noqa: F401  (registers its commands)
-from scheduler.cli import providers  # noqa: F401
-from scheduler.cli import simulate  # noqa: F401
+from scheduler.cli import (
+    history,  # noqa: F401
+    jobs,  # noqa: F401  (registers its commands)
+    providers,  # noqa: F401
+    simulate,  # noqa: F401
+)
 from scheduler.cli.app import app
 
 __all__ = ["app"]

@@ -10,7 +10,7 @@ config.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -23,7 +23,7 @@ providers_app = typer.Typer(help="Provider adapters: credentials, permissions, c
 app.add_typer(providers_app, name="providers")
 
 
-def _entries(config: Optional[Path], home: Path) -> tuple[list[dict[str, Any]], Path]:
+def _entries(config: Path | None, home: Path) -> tuple[list[dict[str, Any]], Path]:
     from scheduler.provider_setup import default_entries, load_config_file
 
     path = config or (home / "config.yaml" if (home / "config.yaml").is_file() else None)
@@ -44,10 +44,10 @@ def _rows(provider: Any) -> list[tuple[str, str, str, bool, str]]:
 
 @providers_app.command("check")
 def check(
-    config: Optional[Path] = typer.Option(
+    config: Path | None = typer.Option(
         None, help="daemon config YAML (default: GA_HOME/config.yaml if present, else the "
                    "embedded replayed market)"),
-    home: Optional[Path] = HomeOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Per configured provider and region: do credentials and permissions work?"""
     from scheduler.config import home_dir

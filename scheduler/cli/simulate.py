@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import typer
@@ -66,7 +65,7 @@ def simulate(
     job_file: Path = typer.Argument(..., help="job spec YAML (its constraints choose the offers)"),
     market: Path = typer.Option(..., "--market", help="replay market YAML"),
     compute_hours: float = typer.Option(..., help="compute the job needs, hours (> 0)"),
-    deadline_hours: Optional[float] = typer.Option(
+    deadline_hours: float | None = typer.Option(
         None, help="deadline, hours after the simulated start (default: none)"),
     restart_overhead_hours: float = typer.Option(
         0.2, help="launch + setup + restore of each new instance, hours"),
@@ -74,13 +73,13 @@ def simulate(
         0.0, help="progress between checkpoints, hours (0: continuous)"),
     move_extra_hours: float = typer.Option(0.0, help="checkpoint size ÷ bandwidth, hours"),
     budget_usd: float = typer.Option(math.inf, help="job budget, USD (alerts at 80/90/100 %)"),
-    start_hours: Optional[float] = typer.Option(
+    start_hours: float | None = typer.Option(
         None, help="market hour of the start (default: the market's start_offset_hours)"),
     runs: int = typer.Option(1, help="number of runs; more than 1 draws random start hours"),
     seed: int = typer.Option(0, help="random seed for the start hours"),
     policy: str = typer.Option("all", help=POLICY_HELP),
     optimum: bool = typer.Option(True, help="also compute the omniscient optimum"),
-    tick_seconds: Optional[float] = typer.Option(None, help="tick length (default: trace gap)"),
+    tick_seconds: float | None = typer.Option(None, help="tick length (default: trace gap)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON rows instead of a table"),
 ) -> None:
     """Simulate a job on a replayed market under our policy and the baselines."""
@@ -89,9 +88,9 @@ def simulate(
         err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
                   "after the simulated start); an absolute time means nothing on a replayed clock")
         raise typer.Exit(2)
+    from providers.replay.market import MarketError
     from scheduler.simulator.engine import SimJob
     from scheduler.simulator.market import SimulationError
-    from providers.replay.market import MarketError
     try:
         job = SimJob(compute_hours, deadline_hours, restart_overhead_hours,
                      checkpoint_interval_hours, move_extra_hours, budget_usd)
@@ -116,8 +115,8 @@ def simulate(
     _print_alerts(comp, budget_usd)
 
 
-def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: Optional[float],
-             runs: int, seed: int, optimum: bool, tick_seconds: Optional[float]):
+def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float | None,
+             runs: int, seed: int, optimum: bool, tick_seconds: float | None):
     """Load the market, build its arrays around the start(s) and run the policies."""
     from providers.replay.market import load_market
     from scheduler.simulator.market import build_sim_market

@@ -13,7 +13,14 @@ from providers.base import LaunchRequest
 from providers.errors import CapacityError, ProviderError, TransientError
 from scheduler.controller.context import Context
 from scheduler.controller.transitions import end_placement, save, wait
-from scheduler.models import TAG_ATTEMPT, TAG_JOB, TAG_OWNER, Job, JobState, PlacementEnd
+from scheduler.models import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_OWNER,
+    Job,
+    JobState,
+    PlacementEnd,
+)
 from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
 
 log = logging.getLogger(__name__)

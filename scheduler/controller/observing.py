@@ -13,15 +13,24 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from providers.errors import ProviderError
 from scheduler.controller.context import Context
-from scheduler.controller.transitions import end_placement, finish, save, terminate_current, wait
+from scheduler.controller.transitions import (
+    end_placement,
+    finish,
+    save,
+    terminate_current,
+    wait,
+)
 from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice
 from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.timing import (
-    AGENT_LOST_AFTER_S, AGENT_START_TIMEOUT_S, CHECKPOINT_SYNC_TIMEOUT_S,
-    INSTANCE_LISTING_GRACE_S, UNAVAILABLE_OFFER_TTL_S,
+    AGENT_LOST_AFTER_S,
+    AGENT_START_TIMEOUT_S,
+    CHECKPOINT_SYNC_TIMEOUT_S,
+    INSTANCE_LISTING_GRACE_S,
+    UNAVAILABLE_OFFER_TTL_S,
 )
-from providers.errors import ProviderError
 
 # Attempts lost in a row (agent silent, agent error, instance gone without a notice) with no
 # new checkpoint in between before the job is failed: something about the job or the market is

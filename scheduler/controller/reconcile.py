@@ -12,12 +12,12 @@ import logging
 
 import redis
 
+from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.launching import launch
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
-from providers.errors import ProviderError
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.store import StaleJobError, keys
 from scheduler.timing import JOB_LEASE_TTL_S

@@ -9,7 +9,7 @@ version must not break an older reader.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -61,11 +61,11 @@ def _known_fields(annotation: Any, data: Any) -> Any:
 
 def utcnow() -> datetime:
     """Timezone-aware UTC now (all timestamps in gpu-arbiter are aware UTC)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def ensure_utc(value: datetime) -> datetime:
     """Return ``value`` as aware UTC; naive datetimes are taken to be UTC already."""
     if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

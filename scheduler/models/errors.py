@@ -48,8 +48,7 @@ def describe_validation_error(error: ValidationError,
     for item in error.errors(include_url=False):
         kind = item.get("type", "")
         msg = item.get("msg", "")
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+        msg = msg.removeprefix("Value error, ")
         value = item.get("input")
         if kind == "extra_forbidden":
             msg = "unknown field (check the spelling)"

@@ -160,7 +160,7 @@ class JobSpec(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _resources_consistent(self) -> "JobSpec":
+    def _resources_consistent(self) -> JobSpec:
         if self.resources.gpu_count == 0 and (
             self.resources.min_vram_gib > 0 or self.resources.gpu_models
         ):

@@ -37,7 +37,7 @@ class OfferKey(ValueModel):
         )
 
     @classmethod
-    def from_series(cls, series: str) -> "OfferKey":
+    def from_series(cls, series: str) -> OfferKey:
         """Inverse of :meth:`series`. Raises ``ValueError`` on a malformed string."""
         parts = series.split("/")
         if len(parts) != 5:

@@ -13,9 +13,9 @@ import logging
 from collections import defaultdict
 from datetime import datetime
 
+from policies.observed_risk import blended_risk
 from providers.base import Provider
 from providers.errors import ProviderError
-from policies.observed_risk import blended_risk
 from scheduler.models import Market, Offer, utcnow
 from scheduler.store import Store
 

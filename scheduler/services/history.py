@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from providers.catalog.gpus import AWS_GPU_TYPES
@@ -66,7 +66,7 @@ def parse_when(text: str | None, field: str, now: datetime | None = None) -> dat
     except ValueError:
         raise QueryError(field, f"got {text!r}; use a duration ago (30d, 12h, 90m, 2w, 1y), "
                                 "an ISO date (2020-03-01) or date-time (2020-03-01T12:00Z)") from None
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def hardware_map(store: Store) -> dict[str, dict[str, Any]]:
@@ -158,7 +158,7 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
     if by not in GROUPINGS:
         raise QueryError("by", f"got {by!r}; allowed: {', '.join(GROUPINGS)}")
     now = now or utcnow()
-    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=timezone.utc)
+    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
     end = parse_when(until, "until", now) or now
     if end < start:
         raise QueryError("until", "must not be before since")
@@ -233,7 +233,7 @@ def points(store: Store, series: str, since: str | None = "30d", until: str | No
     [[iso time, price], ...]}`` with one point per piece start plus the window end (rolled-up
     hours give their mean). Raises ``QueryError`` for a bad time or an unknown series."""
     now = now or utcnow()
-    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=timezone.utc)
+    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
     end = parse_when(until, "until", now) or now
     history = store.offers.history
     meta = history.metas([series]).get(series)
@@ -282,7 +282,7 @@ def offers_at(store: Store, at: str, *, gpu: str | None = None, provider: str | 
     if market in ("spot", "on-demand"):
         field = "spot_usd_per_hour" if market == "spot" else "on_demand_usd_per_hour"
         out = [r for r in out if r[field] is not None]
-    cheapest: Callable[[dict[str, Any]], float] = lambda r: min(  # noqa: E731
+    cheapest: Callable[[dict[str, Any]], float] = lambda r: min(
         p for p in (r["spot_usd_per_hour"], r["on_demand_usd_per_hour"], float("inf")) if p is not None)
     out.sort(key=lambda r: (cheapest(r), r["zone"], r["instance_type"]))
     return out

@@ -24,13 +24,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from providers.catalog.dumps import parse_spot_history_json, parse_spot_tsv
-from providers.catalog.reader import parse_catalog
 from providers.catalog.provider import offers_from_entries
+from providers.catalog.reader import parse_catalog
 from scheduler.models import OfferKey, PriceObservation
 from scheduler.store import Store
 
@@ -83,7 +83,7 @@ def _guess_date(path: Path) -> datetime | None:
     m = _DATE_RE.search(str(path))
     if not m:
         return None
-    return datetime.fromisoformat(m.group(1)).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC)
 
 
 def _files(path: Path) -> list[Path]:

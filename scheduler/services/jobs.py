@@ -18,7 +18,14 @@ from pydantic import ValidationError
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
 from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
-from scheduler.models import Job, JobEvent, JobSpec, JobState, describe_validation_error, utcnow
+from scheduler.models import (
+    Job,
+    JobEvent,
+    JobSpec,
+    JobState,
+    describe_validation_error,
+    utcnow,
+)
 from scheduler.store import StaleJobError, Store
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024

@@ -11,7 +11,7 @@ availability (:func:`policies.availability.availability_stats`, samples ``0..k``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from providers.replay.market import ReplayMarket, ReplayOffer
 from scheduler.models import JobSpec, Market, Offer
 
 DEFAULT_TICK_S = 600.0
-EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class SimulationError(ValueError):

@@ -24,7 +24,7 @@ class Store:
     leases: Leases
 
     @classmethod
-    def over(cls, client: redis.Redis) -> "Store":
+    def over(cls, client: redis.Redis) -> Store:
         return cls(client, JobStore(client), OfferStore(client), AgentStore(client), Leases(client))
 
 

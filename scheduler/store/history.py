@@ -39,9 +39,24 @@ from scheduler.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history_scripts import APPEND, COMPACT
 from scheduler.store.rollups import (
-    DAY_MS, HOUR_MS, AppendResult, HistorySettings, HourRollup, Piece, SeriesMeta, decode_day,
-    encode_day, floor_day, floor_hour, from_ms, group_by_day, pieces_from_hours,
-    pieces_from_points, price_text, rollup_hours, to_ms,
+    DAY_MS,
+    HOUR_MS,
+    AppendResult,
+    HistorySettings,
+    HourRollup,
+    Piece,
+    SeriesMeta,
+    decode_day,
+    encode_day,
+    floor_day,
+    floor_hour,
+    from_ms,
+    group_by_day,
+    pieces_from_hours,
+    pieces_from_points,
+    price_text,
+    rollup_hours,
+    to_ms,
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import redis
 
@@ -59,7 +59,7 @@ class OfferStore:
         points = self.history.raw_points(series, None if since is None else to_ms(since),
                                          None if until is None else to_ms(until))
         return [PriceObservation(series=series, price_usd_per_hour=price,
-                                 observed_at=datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
+                                 observed_at=datetime.fromtimestamp(ms / 1000, tz=UTC))
                 for ms, price in points]
 
     def series(self) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -67,7 +67,7 @@ class Piece:
     last: float
 
     @classmethod
-    def constant(cls, start_ms: int, end_ms: int, price: float) -> "Piece":
+    def constant(cls, start_ms: int, end_ms: int, price: float) -> Piece:
         return cls(start_ms, end_ms, price, price, price, price)
 
 
@@ -218,7 +218,7 @@ def to_ms(at: datetime) -> int:
 
 
 def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ class HistorySettings:
     raw_max_points: int = 20_000
     compact_slack_h: float = 24.0
 
-    def validate(self) -> "HistorySettings":
+    def validate(self) -> HistorySettings:
         """Raises ``ValueError`` naming the field when a value is out of range."""
         if not 0 < self.raw_days <= 3650:
             raise ValueError(f"raw_days: got {self.raw_days}; allowed 0 < raw_days <= 3650")
@@ -264,7 +264,7 @@ class AppendResult:
     late: int = 0
     compacted: int = 0
 
-    def add(self, other: "AppendResult") -> None:
+    def add(self, other: AppendResult) -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -281,10 +281,10 @@ class SeriesMeta:
     base_price: float | None
 
     @classmethod
-    def parse(cls, series: str, raw: Mapping[str, str]) -> "SeriesMeta | None":
+    def parse(cls, series: str, raw: Mapping[str, str]) -> SeriesMeta | None:
         if not raw or "first_ms" not in raw:
             return None
-        opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None  # noqa: E731
+        opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None
         return cls(series, int(raw["first_ms"]), int(raw["last_seen_ms"]),
                    opt("rolled_until_ms", int), opt("rolled_price", float),
                    opt("base_price", float))

@@ -29,7 +29,7 @@ class DaemonProcess:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
-    def start(self, timeout_s: float = 60) -> "DaemonProcess":
+    def start(self, timeout_s: float = 60) -> DaemonProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         log = open(self.home / f"daemon-{self.starts}.log", "wb")

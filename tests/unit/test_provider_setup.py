@@ -1,7 +1,11 @@
 import pytest
 
 from scheduler.config import examples_dir
-from scheduler.provider_setup import ProviderConfigError, build_providers, load_config_file
+from scheduler.provider_setup import (
+    ProviderConfigError,
+    build_providers,
+    load_config_file,
+)
 
 
 def test_unknown_kind_and_bad_fields_are_named(tmp_path):

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,7 @@ class FakeImds(_Server):
         super().__init__()
 
     def set_notice(self, action: str = "terminate", in_s: int = 120) -> datetime:
-        at = (datetime.now(timezone.utc) + timedelta(seconds=in_s)).replace(microsecond=0)
+        at = (datetime.now(UTC) + timedelta(seconds=in_s)).replace(microsecond=0)
         with self.lock:
             self.notice = {"action": action, "time": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
         return at

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from scheduler.agent.notices import (
-    AliyunNotices, AwsImdsNotices, NoNotices, make_notice_source, parse_aliyun_termination_time,
-    parse_aws_instance_action, parse_aws_rebalance,
+    AliyunNotices,
+    AwsImdsNotices,
+    NoNotices,
+    make_notice_source,
+    parse_aliyun_termination_time,
+    parse_aws_instance_action,
+    parse_aws_rebalance,
 )
 from scheduler.config import shared_data_dir
 from tests.integration.agent.fakes import FakeImds
@@ -27,14 +32,14 @@ needs_examples = pytest.mark.skipif(
 def test_aws_instance_action_examples(name: str, action: str) -> None:
     notice = parse_aws_instance_action((EXAMPLES / "aws_ec2" / name).read_text())
     assert notice.action == action
-    assert notice.action_at == datetime(2017, 9, 18, 8, 22, tzinfo=timezone.utc)
+    assert notice.action_at == datetime(2017, 9, 18, 8, 22, tzinfo=UTC)
     assert notice.received_at is not None and notice.received_at.tzinfo is not None
 
 
 @needs_examples
 def test_aws_rebalance_example() -> None:
     body = (EXAMPLES / "aws_ec2" / "imds_events_recommendations_rebalance.json").read_text()
-    assert parse_aws_rebalance(body) == datetime(2020, 10, 27, 8, 22, tzinfo=timezone.utc)
+    assert parse_aws_rebalance(body) == datetime(2020, 10, 27, 8, 22, tzinfo=UTC)
 
 
 def _aliyun_documented_examples() -> list[str]:
@@ -53,7 +58,7 @@ def test_aliyun_termination_time_examples() -> None:
     assert examples == ["2020-04-07T17:03:00Z", "2015-01-05T18:02:00Z"]
     notice = parse_aliyun_termination_time(examples[0] + "\n")
     assert notice.action == "terminate"
-    assert notice.action_at == datetime(2020, 4, 7, 17, 3, tzinfo=timezone.utc)
+    assert notice.action_at == datetime(2020, 4, 7, 17, 3, tzinfo=UTC)
     aws_legacy = (EXAMPLES / "aws_ec2" / "imds_spot_termination-time_example.txt").read_text()
     assert parse_aliyun_termination_time(aws_legacy).action_at.year == 2015  # same text format
 
@@ -82,7 +87,7 @@ def test_imdsv2_notice_with_token_refresh(fake_imds: FakeImds) -> None:
     notice = source.poll()
     assert notice is not None and (notice.action, notice.action_at) == ("stop", action_at)
     assert fake_imds.token_puts == 2
-    assert source.rebalance_recommendation() == datetime(2020, 10, 27, 8, 22, tzinfo=timezone.utc)
+    assert source.rebalance_recommendation() == datetime(2020, 10, 27, 8, 22, tzinfo=UTC)
     source.close()
 
 
@@ -102,7 +107,7 @@ def test_aliyun_notice(fake_imds: FakeImds) -> None:
     assert isinstance(source, AliyunNotices) and source.poll() is None
     fake_imds.aliyun_termination_time = "2026-11-30T12:05:00Z"
     notice = source.poll()
-    assert notice is not None and notice.action_at == datetime(2026, 11, 30, 12, 5, tzinfo=timezone.utc)
+    assert notice is not None and notice.action_at == datetime(2026, 11, 30, 12, 5, tzinfo=UTC)
     fake_imds.aliyun_termination_time = "not-a-time"
     assert source.poll() is None
 

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from scheduler.checkpoints import (
-    latest_checkpoint_id, list_checkpoints, open_store, restore_latest, upload_workdir,
+    latest_checkpoint_id,
+    list_checkpoints,
+    open_store,
+    restore_latest,
+    upload_workdir,
 )
-
 from tests.integration.agent.fakes import JOB_SCRIPT_DIR, FakeDaemon, FakeImds, job_spec
 
 

@@ -7,7 +7,11 @@ import time
 from pathlib import Path
 
 from scheduler.agent.sync import CheckpointSync
-from scheduler.checkpoints import CheckpointStoreError, LocalObjectStore, list_checkpoints
+from scheduler.checkpoints import (
+    CheckpointStoreError,
+    LocalObjectStore,
+    list_checkpoints,
+)
 
 
 class FlakyStore(LocalObjectStore):

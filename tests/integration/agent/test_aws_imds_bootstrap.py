@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -132,7 +132,7 @@ def test_user_data_boots_the_agent_and_a_spot_notice_commits_in_time(
     for name, value in s3_server.credentials_env().items():
         monkeypatch.setenv(name, value)
     upload_workdir(open_store(store_url), "job-aws", JOB_SCRIPT_DIR)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     job = Job(id="job-aws", spec=JobSpec.model_validate(job_spec()), created_at=now,
               updated_at=now)
     bootstrap = AgentBootstrap(api_url=fake_daemon.base_url, store_url=store_url,

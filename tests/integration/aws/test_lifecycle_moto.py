@@ -5,7 +5,7 @@ tag, terminate, and the controller's orphan sweep over the adapter."""
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from providers.aws.launch import AGENT_BASE_DIR
 from providers.base import LaunchRequest
@@ -24,7 +24,7 @@ from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.timing import ORPHAN_GRACE_S
 
-T0 = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 
 def _offer(market: Market, region: str = "us-east-1", zone: str = "us-east-1b",

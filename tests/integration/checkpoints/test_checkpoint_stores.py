@@ -11,11 +11,20 @@ from pathlib import Path
 import pytest
 
 from scheduler.checkpoints import (
-    LocalObjectStore, ObjectNotFound, ObjectStore, UnsafeBundle, commit_checkpoint,
-    download_workdir, latest_checkpoint_id, list_checkpoints, open_store, prune_checkpoints,
-    restore_latest, upload_workdir,
+    LocalObjectStore,
+    ObjectNotFound,
+    ObjectStore,
+    UnsafeBundle,
+    commit_checkpoint,
+    download_workdir,
+    keys,
+    latest_checkpoint_id,
+    list_checkpoints,
+    open_store,
+    prune_checkpoints,
+    restore_latest,
+    upload_workdir,
 )
-from scheduler.checkpoints import keys
 
 JOB = "job-1"
 

@@ -19,8 +19,8 @@ from scheduler.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.services import costs
 from scheduler.services.history_import import import_path
 from scheduler.store.agents import AgentTokens
-from tests.factories.offers import offer
 from tests.factories.jobs import spec
+from tests.factories.offers import offer
 from tests.integration.history.conftest import DUMPS
 
 TOKEN = "user-token"
@@ -143,7 +143,7 @@ def env(monkeypatch, redis_server, tmp_path):
 
 def test_cli_without_a_daemon(env, redis_client, data_dir):
     runner = CliRunner()
-    run = lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)  # noqa: E731
+    run = lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
     imported = run("history", "import", str(data_dir / DUMPS / "us-east-1"))
     assert imported.exit_code == 0 and "stored" in imported.output
     table = run("history", "--gpu", "V100", "--since", "2019-12-01", "--until", "2020-04-01")

@@ -4,7 +4,7 @@ observations, compaction into rollups, retention, settings, and bounded memory."
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from scheduler.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history import HistoryStore, to_ms
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 S = "aws/us-east-1/us-east-1a/p3.2xlarge/spot"
 
 
@@ -86,7 +86,7 @@ def test_retention_drops_old_rollups_and_keeps_the_price_at_the_new_start(redis_
 def test_point_cap_bounds_the_raw_tier(redis_client):
     history = HistoryStore(redis_client)
     history.configure(raw_max_points=100, compact_slack_h=0)
-    history.append([obs(m, 1.0 + (m % 2)) for m in range(0, 600)])  # a change every minute
+    history.append([obs(m, 1.0 + (m % 2)) for m in range(600)])  # a change every minute
     assert redis_client.zcard(keys.history_raw(S)) <= 110
     meta = history.metas([S])[S]
     _, changes = history.pieces(meta, meta.first_ms, meta.last_seen_ms)

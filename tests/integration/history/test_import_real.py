@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -144,7 +144,7 @@ def test_offers_at_returns_the_price_in_force(store, data_dir, expected, at):
     assert set(got) == set(want)
     for key, (ms, price) in want.items():
         assert got[key]["spot_usd_per_hour"] == price
-        assert got[key]["observed_at"] == datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat()
+        assert got[key]["observed_at"] == datetime.fromtimestamp(ms / 1000, UTC).isoformat()
     v100 = history_service.offers_at(store, at, gpu="V100", market="spot")
     assert v100 and all(r["gpu_model"] == "V100" for r in v100)
     assert [r["spot_usd_per_hour"] for r in v100] == sorted(r["spot_usd_per_hour"] for r in v100)
@@ -175,4 +175,4 @@ def test_catalog_snapshot_import_dates_prices_and_learns_hardware(store, data_di
     with pytest.raises(HistoryImportError, match="--at"):
         import_path(store, undated, provider="vast")
     assert import_path(store, undated, provider="vast",
-                       at=datetime(2026, 5, 1, tzinfo=timezone.utc)).series > 0
+                       at=datetime(2026, 5, 1, tzinfo=UTC)).series > 0

@@ -16,9 +16,16 @@ import pytest
 
 from providers.base import LaunchRequest, Provider
 from providers.errors import CapacityError, ProviderError
-from providers.replay import ReplayProvider
-from providers.replay import procs
-from scheduler.models import InstanceState, Market, Offer, OfferKey, TAG_JOB, TAG_OWNER, utcnow
+from providers.replay import ReplayProvider, procs
+from scheduler.models import (
+    TAG_JOB,
+    TAG_OWNER,
+    InstanceState,
+    Market,
+    Offer,
+    OfferKey,
+    utcnow,
+)
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0,

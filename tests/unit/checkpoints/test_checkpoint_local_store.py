@@ -8,10 +8,14 @@ from pathlib import Path
 import pytest
 
 from scheduler.checkpoints import (
-    CheckpointStoreError, LocalObjectStore, commit_checkpoint, dir_fingerprint, restore_latest,
+    CheckpointStoreError,
+    LocalObjectStore,
+    commit_checkpoint,
+    dir_fingerprint,
+    keys,
+    restore_latest,
     scan_checkpoint_dir,
 )
-from scheduler.checkpoints import keys
 from scheduler.checkpoints.checkpoints import _hash_file
 
 

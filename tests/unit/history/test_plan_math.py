@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from providers.catalog.dumps import parse_spot_tsv, region_of_zone_id
 from scheduler.services.history import QueryError, parse_when
-from scheduler.services.plans import estimate, interruption_rate_per_hour, poisson_quantile
+from scheduler.services.plans import (
+    estimate,
+    interruption_rate_per_hour,
+    poisson_quantile,
+)
 from tests.factories.offers import offer
 
-NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 FLAT = {"p10": 1.0, "mean": 1.0, "p90": 1.0, "hours": 10.0}
 
 
 @pytest.mark.parametrize("text,want", [
-    ("30d", datetime(2026, 10, 31, 12, tzinfo=timezone.utc)),
-    ("12h", datetime(2026, 11, 30, 0, tzinfo=timezone.utc)),
-    ("2020-03-01", datetime(2020, 3, 1, tzinfo=timezone.utc)),
-    ("2020-03-01T12:00Z", datetime(2020, 3, 1, 12, tzinfo=timezone.utc)),
-    ("2020-03-01T14:00+02:00", datetime(2020, 3, 1, 12, tzinfo=timezone.utc)),
+    ("30d", datetime(2026, 10, 31, 12, tzinfo=UTC)),
+    ("12h", datetime(2026, 11, 30, 0, tzinfo=UTC)),
+    ("2020-03-01", datetime(2020, 3, 1, tzinfo=UTC)),
+    ("2020-03-01T12:00Z", datetime(2020, 3, 1, 12, tzinfo=UTC)),
+    ("2020-03-01T14:00+02:00", datetime(2020, 3, 1, 12, tzinfo=UTC)),
     ("now", NOW),
 ])
 def test_parse_when(text, want):

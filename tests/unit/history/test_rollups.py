@@ -9,8 +9,17 @@ import pytest
 
 from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store.rollups import (
-    DAY_MS, HOUR_MS, HourRollup, Piece, decode_day, encode_day, group_by_day, pieces_from_hours,
-    pieces_from_points, price_text, rollup_hours,
+    DAY_MS,
+    HOUR_MS,
+    HourRollup,
+    Piece,
+    decode_day,
+    encode_day,
+    group_by_day,
+    pieces_from_hours,
+    pieces_from_points,
+    price_text,
+    rollup_hours,
 )
 
 T0 = 1_577_836_800_000  # 2020-01-01T00:00Z
@@ -25,7 +34,7 @@ def brute(points: list[tuple[int, float]], start: int, end: int) -> dict[str, fl
         samples.append(price)
     samples.sort()
     n = len(samples)
-    q = lambda f: samples[max(0, -(-int(f * n * 1000) // 1000) - 1)]  # noqa: E731
+    q = lambda f: samples[max(0, -(-int(f * n * 1000) // 1000) - 1)]
     return {"min": samples[0], "max": samples[-1], "mean": sum(samples) / n,
             "p50": q(0.5), "p90": q(0.9)}
 

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 
 from policies.availability import (
-    availability_stats, residual_down_h, residual_up_h, risk_to_mean_up_h,
+    availability_stats,
+    residual_down_h,
+    residual_up_h,
+    risk_to_mean_up_h,
 )
 from providers.replay.timeline import load_trace
 

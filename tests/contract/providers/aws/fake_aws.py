@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
@@ -46,7 +46,7 @@ _DEFAULT_PAGE = 1000
 
 def _iso(value: datetime | str) -> datetime:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
@@ -184,7 +184,7 @@ class FakeAws:
         products = set(_indexed(params, "ProductDescription"))
         start = _iso(params["StartTime"]) if params.get("StartTime") else None
         end = _iso(params["EndTime"]) if params.get("EndTime") else (
-            self.now or datetime.now(timezone.utc))
+            self.now or datetime.now(UTC))
         query = (region, tuple(sorted(types)), tuple(sorted(products)), start, end)
         with self.lock:
             chosen = self._spot_answers.get(query)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from providers.base import LaunchRequest
 from providers.errors import AuthError, CapacityError, ProviderError, QuotaError
 from scheduler.models import TAG_JOB, TAG_OWNER, Market, Offer
 
-T0 = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 SECRET = "agent-token-and-store-secret-0123456789"
 
 
@@ -198,9 +198,8 @@ def test_user_data_never_reaches_the_logs(provider: AwsProvider, fake_aws_factor
     fake = fake_aws_factory()
     settings = provider.settings.model_copy(update={"endpoint_url": fake.url})
     p = AwsProvider(settings, Path(provider.advisor.cache_path).parent / "logs")
-    with caplog.at_level(logging.DEBUG):
-        with pytest.raises(ProviderError) as info:
-            p.launch(request())
+    with caplog.at_level(logging.DEBUG), pytest.raises(ProviderError) as info:
+        p.launch(request())
     p.close()
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "RunInstances" in text or "run_instances" in text.lower()

@@ -5,7 +5,7 @@ through the adapter by a local EC2 endpoint (real HTTP, botocore parsing, NextTo
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,7 +26,7 @@ from tests.contract.providers.aws.data import (
 
 pytestmark = [needs_dumps, needs_advisor]
 
-NOW = datetime(2020, 3, 23, 18, 0, tzinfo=timezone.utc)  # after the last record of the dumps
+NOW = datetime(2020, 3, 23, 18, 0, tzinfo=UTC)  # after the last record of the dumps
 PAGE = 100
 LOOKBACK_H = 2160.0  # 90 days, what AWS keeps
 
@@ -103,7 +103,7 @@ def test_poll_since_asks_only_for_newer_changes(make_provider, fake, dumps) -> N
     provider = make_provider(fake, ["us-west-2"], clock=lambda: NOW)
     first = provider.poll_prices(None)
     assert any(o.series.endswith("/on-demand") for o in first)  # list prices, once
-    since = datetime(2020, 3, 20, tzinfo=timezone.utc)
+    since = datetime(2020, 3, 20, tzinfo=UTC)
     later = provider.poll_prices(since)
     spot = {(o.series, o.observed_at, o.price_usd_per_hour) for o in later
             if o.series.endswith("/spot")}

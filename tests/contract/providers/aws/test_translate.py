@@ -4,7 +4,7 @@ documents, Spot Advisor buckets, offers and EC2 instances."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -19,7 +19,7 @@ from tests.contract.providers.aws.data import (
     price_list_document,
 )
 
-T0 = datetime(2020, 3, 23, 12, tzinfo=timezone.utc)
+T0 = datetime(2020, 3, 23, 12, tzinfo=UTC)
 
 
 def test_gpu_types_keep_reported_vram_and_skip_cpu_types() -> None:

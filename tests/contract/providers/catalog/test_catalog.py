@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +14,11 @@ import pytest
 
 from providers.base import LaunchRequest
 from providers.catalog.fetch import CatalogFetcher
-from providers.catalog.provider import CatalogConfig, CatalogProvider, LaunchNotSupported
+from providers.catalog.provider import (
+    CatalogConfig,
+    CatalogProvider,
+    LaunchNotSupported,
+)
 from providers.catalog.reader import CatalogFormatError, parse_catalog
 from providers.errors import NotFoundError, ProviderError, TransientError
 from scheduler.config import shared_data_dir
@@ -88,7 +92,7 @@ def test_provider_offers_and_no_launch(data_dir, tmp_path):
     spot = [o for o in offers if o.market.value == "spot"]
     assert spot and all(o.interruption_risk == 0.15 for o in spot)
     assert len(provider.poll_prices()) == len(offers)
-    assert provider.poll_prices(since=datetime.now(timezone.utc)) == []
+    assert provider.poll_prices(since=datetime.now(UTC)) == []
     assert provider.describe() == [] and provider.terminate("i-123") is None
     assert "display and planning" in provider.unavailable_reason(offers[0].key)
     with pytest.raises(LaunchNotSupported) as raised:
@@ -112,7 +116,7 @@ def test_config_kind_catalog(tmp_path, data_dir):
 class _Counting(SimpleHTTPRequestHandler):
     hits: list[tuple[str, str | None]] = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.hits.append((self.path, self.headers.get("If-Modified-Since")))
         super().do_GET()
 

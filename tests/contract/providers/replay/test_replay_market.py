@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from scheduler.models import Market
 CATALOG = "catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv"
 TRACES = "traces/cbl_spot_traces"
 AVAIL_2022 = f"{TRACES}/availability/1-node/aws-10-26-2022"
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_catalog_rows_and_vram(data_dir: Path) -> None:

@@ -4,18 +4,22 @@ hand-written files)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from providers.replay.market import expand_path, load_market
 from providers.replay.timeline import (
-    AvailabilityTrace, MarketClock, PriceSeries, TraceError, load_trace,
+    AvailabilityTrace,
+    MarketClock,
+    PriceSeries,
+    TraceError,
+    load_trace,
 )
 from scheduler.config import shared_data_dir
 
-EPOCH = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def test_clock_maps_wall_to_market_and_back() -> None:
@@ -106,7 +110,7 @@ offers:
 """)
     market = load_market(tmp_path / "m.yaml")
     clock = market.clock(EPOCH)
-    at = lambda s: EPOCH + timedelta(seconds=s)  # noqa: E731
+    at = lambda s: EPOCH + timedelta(seconds=s)
     everything = market.price_observations(clock, None, at(2))
     spot = "replay/r/z/t/spot"
     # opening prices at the epoch (market hour 1: the 0.5 h step already in force), then the
