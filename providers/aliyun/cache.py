@@ -1,13 +1,12 @@
 """Named TTLs of the Alibaba Cloud adapter's caches (Karpenter's ``pkg/cache``).
 
 Every TTL is wall-clock seconds with the reason for its value. The cache object itself is the
-AWS adapter's generic :class:`providers.aws.cache.TTLCache` (thread-safe, keeps the last good
-value when a refresh fails).
+shared :class:`providers.cache.TTLCache` (thread-safe, keeps the last good value when a refresh
+fails).
 """
 
 from __future__ import annotations
 
-from providers.aws.cache import TTLCache
 from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
 
 # The region list changes when Alibaba opens a region: a day keeps DescribeRegions to one call.
@@ -50,5 +49,4 @@ __all__ = [
     "RELEASED_INSTANCE_MEMORY_S",
     "SPOT_ADVICE_TTL_S",
     "UNAVAILABLE_OFFER_TTL",
-    "TTLCache",
 ]

@@ -38,12 +38,12 @@ from providers.aliyun.cache import (
     REGIONS_TTL_S,
     SPOT_ADVICE_TTL_S,
     UNAVAILABLE_OFFER_TTL,
-    TTLCache,
 )
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
 from providers.aliyun.settings import AliyunSettings
 from providers.aliyun.tracking import InstanceTracker
 from providers.base import LaunchRequest
+from providers.cache import TTLCache
 from providers.errors import (
     AuthError,
     CapacityError,

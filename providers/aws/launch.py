@@ -20,25 +20,19 @@ the agent token it carries is scoped to one job attempt.
 
 from __future__ import annotations
 
-import base64
-import re
-import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from providers import bootstrap
+from providers.bootstrap import AGENT_BASE_DIR, env_file_text  # noqa: F401 (re-exported)
 from scheduler.models import Market, Offer
 
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
 USER_DATA_MAX_BYTES = 16384  # EC2's limit on user data before base64
 IMDS_URL = "http://169.254.169.254"
-AGENT_BASE_DIR = "/var/lib/gpu-arbiter"
-SYSTEMD_UNIT = "gpu-arbiter-agent.service"
-SUPERVISORS = ("auto", "systemd", "nohup")
 # systemd gives the agent this long to checkpoint after SIGTERM at shutdown: inside AWS's
 # 2-minute notice, leaving time for the instance to stop.
 AGENT_STOP_TIMEOUT_S = 110
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]*$")
 
 
 def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
@@ -106,17 +100,6 @@ def run_instances_params(*, offer: Offer, client_token: str, tags: Mapping[str, 
     return params
 
 
-def env_file_text(env: Mapping[str, str]) -> str:
-    """``KEY='value'`` lines (POSIX-shell quoted, sourced with ``set -a; . FILE``), one per
-    variable, in the given order. Raises ``ValueError`` for a name that is not an identifier."""
-    lines = []
-    for name, value in env.items():
-        if not _ENV_NAME_RE.match(name):
-            raise ValueError(f"agent environment variable name {name!r} is not an identifier")
-        lines.append(f"{name}={shlex.quote(value)}")
-    return "\n".join(lines) + "\n"
-
-
 def render_user_data(agent_env: Mapping[str, str], *, pip_spec: str, venv: str | None,
                      imds_url: str = IMDS_URL, base_dir: str = AGENT_BASE_DIR,
                      supervisor: str = "auto") -> str:
@@ -132,88 +115,17 @@ def render_user_data(agent_env: Mapping[str, str], *, pip_spec: str, venv: str |
     Raises ``ValueError`` for a bad variable name, a path outside ``[A-Za-z0-9_./-]`` or an
     unknown supervisor.
     """
-    if supervisor not in SUPERVISORS:
-        raise ValueError(f"supervisor {supervisor!r}; allowed: {', '.join(SUPERVISORS)}")
-    for label, path in (("base_dir", base_dir), ("venv", venv or "/")):
-        if not _SAFE_PATH_RE.match(path):
-            raise ValueError(f"{label} {path!r}: only absolute paths of [A-Za-z0-9_./-]")
-    env = {k: v for k, v in agent_env.items() if k != "GA_INSTANCE_ID"}
-    env.update(GA_METADATA_FLAVOR="aws", GA_METADATA_URL=imds_url,
-               GA_WORK_DIR=f"{base_dir}/work")
-    encoded = base64.b64encode(env_file_text(env).encode()).decode()
-    wrapped = "\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
-    return _SCRIPT.format(
-        base_dir=base_dir, imds=shlex.quote(imds_url), pip_spec=shlex.quote(pip_spec),
-        venv=venv or "", supervisor=supervisor, env_b64=wrapped, unit=SYSTEMD_UNIT,
-        stop_timeout=AGENT_STOP_TIMEOUT_S,
-    )
+    return bootstrap.render_user_data(
+        agent_env, cloud="EC2", flavor="aws", metadata_url=imds_url,
+        instance_id_step=_INSTANCE_ID_STEP, pip_spec=pip_spec, venv=venv, base_dir=base_dir,
+        supervisor=supervisor, stop_timeout_s=AGENT_STOP_TIMEOUT_S)
 
 
-_SCRIPT = """\
-#!/bin/bash
-# gpu-arbiter: install and start the node agent (EC2 user data, run once by cloud-init as root)
-set -euo pipefail
-umask 077
-GA_DIR={base_dir}
-IMDS={imds}
-PIP_SPEC={pip_spec}
-VENV='{venv}'
-SUPERVISOR={supervisor}
-mkdir -p "$GA_DIR/work"
-chmod 700 "$GA_DIR"
-exec >>"$GA_DIR/bootstrap.log" 2>&1
-echo "gpu-arbiter bootstrap $(date -u +%FT%TZ)"
-
-# 1. this instance's id, from IMDSv2
-TOKEN=$(curl -sSf --retry 10 --retry-connrefused -X PUT "$IMDS/latest/api/token" \\
+# Sets INSTANCE_ID from $METADATA (shell, inserted into providers/bootstrap.py's script).
+_INSTANCE_ID_STEP = r"""
+TOKEN=$(curl -sSf --retry 10 --retry-connrefused -X PUT "$METADATA/latest/api/token" \
   -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-INSTANCE_ID=$(curl -sSf --retry 10 --retry-connrefused -H "X-aws-ec2-metadata-token: $TOKEN" \\
-  "$IMDS/latest/meta-data/instance-id")
-[[ "$INSTANCE_ID" =~ ^i-[0-9a-zA-Z]+$ ]] || {{ echo "bad instance id from IMDS"; exit 1; }}
-
-# 2. the agent's environment, readable by root only
-ENV_FILE="$GA_DIR/agent.env"
-install -m 600 /dev/null "$ENV_FILE"
-base64 -d >>"$ENV_FILE" <<'GA_AGENT_ENV'
-{env_b64}
-GA_AGENT_ENV
-echo "GA_INSTANCE_ID='$INSTANCE_ID'" >>"$ENV_FILE"
-
-# 3. the agent itself
-if [ -n "$VENV" ]; then
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  PY="$VENV/bin/python"
-else
-  PY=python3
-fi
-"$PY" -m pip install --quiet --disable-pip-version-check "$PIP_SPEC" \\
-  || "$PY" -m pip install --quiet --disable-pip-version-check --break-system-packages "$PIP_SPEC"
-
-# 4. start it: systemd when it runs, else detached with nohup
-RUN="set -a; . $ENV_FILE; set +a; cd $GA_DIR/work; exec $PY -m scheduler.agent"
-if [ "$SUPERVISOR" = systemd ] || {{ [ "$SUPERVISOR" = auto ] && [ -d /run/systemd/system ]; }}; then
-  cat >/etc/systemd/system/{unit} <<GA_UNIT
-[Unit]
-Description=gpu-arbiter node agent
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=simple
-ExecStart=/bin/sh -c '$RUN'
-KillMode=mixed
-TimeoutStopSec={stop_timeout}
-Restart=no
-StandardOutput=append:$GA_DIR/agent.log
-StandardError=append:$GA_DIR/agent.log
-
-[Install]
-WantedBy=multi-user.target
-GA_UNIT
-  systemctl daemon-reload
-  systemctl start --no-block {unit}
-else
-  setsid nohup /bin/sh -c "$RUN" >>"$GA_DIR/agent.log" 2>&1 </dev/null &
-fi
-echo "agent started for instance $INSTANCE_ID"
+INSTANCE_ID=$(curl -sSf --retry 10 --retry-connrefused -H "X-aws-ec2-metadata-token: $TOKEN" \
+  "$METADATA/latest/meta-data/instance-id")
+[[ "$INSTANCE_ID" =~ ^i-[0-9a-zA-Z]+$ ]] || { echo "bad instance id from IMDS"; exit 1; }
 """

@@ -36,11 +36,11 @@ from providers.aws.cache import (
     LAST_GOOD_OFFERS_MAX_AGE_S,
     ON_DEMAND_PRICES_TTL_S,
     UNAVAILABLE_OFFER_TTL,
-    TTLCache,
 )
 from providers.aws.client import AwsClient
 from providers.aws.settings import DEFAULT_SPOT_ADVISOR_URL, AwsSettings
 from providers.base import LaunchRequest
+from providers.cache import TTLCache
 from providers.errors import CapacityError, NotFoundError, ProviderError
 from scheduler.models import Instance, Market, Offer, OfferKey, PriceObservation, utcnow
 
