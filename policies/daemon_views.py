@@ -99,26 +99,33 @@ def _index(table: OfferTable) -> dict[str, int]:
     return {key: i for i, key in enumerate(table.keys)}
 
 
-def _hours(later: datetime, earlier: datetime | None) -> float:
-    return np.inf if earlier is None else max(0.0, (later - earlier).total_seconds() / 3600.0)
+def _hours(later: datetime, earlier: datetime | None, scale: float = 1.0) -> float:
+    if earlier is None:
+        return np.inf
+    return max(0.0, (later - earlier).total_seconds() / 3600.0) * scale
 
 
-def _job_fields(job: Job, table: OfferTable, index: dict[str, int], now: datetime) -> dict:
+def _job_fields(job: Job, table: OfferTable, index: dict[str, int], now: datetime,
+                scale: float) -> dict:
     current = job.placement
     cur = index.get(current.offer.key.series(), NO_OFFER) if current and current.instance_id \
         else NO_OFFER
     reclaimed = [p for p in job.placements if p.end_reason is PlacementEnd.PREEMPTED]
     lost = reclaimed[-1] if reclaimed else None
     lost_zone = f"{lost.offer.provider}/{lost.offer.region}/{lost.offer.zone}" if lost else None
+    left = [p for p in job.placements if p.end_reason is PlacementEnd.MOVED]
+    previous = index.get(left[-1].offer.key.series(), NO_OFFER) if left else NO_OFFER
     deadline = job.spec.deadline
     return {
         "current": cur,
-        "since_start_h": _hours(now, current.started_at) if cur != NO_OFFER else np.inf,
+        "since_start_h": _hours(now, current.started_at, scale) if cur != NO_OFFER else np.inf,
         "last_preempted_zone": table.zone_names.index(lost_zone)
         if lost_zone in table.zone_names else NO_ZONE,
-        "since_preemption_h": _hours(now, lost.ended_at) if lost else np.inf,
-        "elapsed_h": _hours(now, job.created_at),
-        "time_to_deadline_h": np.inf if deadline is None else (deadline - now).total_seconds() / 3600,
+        "since_preemption_h": _hours(now, lost.ended_at, scale) if lost else np.inf,
+        "previous": previous,
+        "elapsed_h": _hours(now, job.created_at, scale),
+        "time_to_deadline_h": np.inf if deadline is None
+        else (deadline - now).total_seconds() / 3600 * scale,
         "spent_usd": job.cost_usd(now),
     }
 
@@ -129,20 +136,28 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
              remaining_compute_h: Sequence[float] | None = None,
              budget_usd: Sequence[float] | None = None,
              user_spent_usd: Sequence[float] | None = None,
-             user_budget_usd: Sequence[float] | None = None) -> JobView:
+             user_budget_usd: Sequence[float] | None = None,
+             checkpoint_interval_h: Sequence[float] | None = None,
+             checkpoint_age_h: Sequence[float] | None = None,
+             time_scale: float = 1.0) -> JobView:
     """The :class:`JobView` of ``jobs`` at ``now`` (aware UTC).
 
     Read from each :class:`~scheduler.models.Job`: the current placement (offer index in
     ``table``, time since its instance started), the last reclaim (zone, time since), the
     deadline, the spend so far (``Job.cost_usd``). Not in the models today, so passed in (one
     value per job; ``nan``/``inf`` = unknown/none): ``compute_h`` and ``remaining_compute_h``
-    (without them deadline reasoning is off), budgets, the user's spend over all their jobs.
-    ``previous`` (the offer last left by choice) needs a "moved" placement end reason the
-    models do not have yet; it is left unknown.
+    (without them deadline reasoning is off), budgets, the user's spend over all their jobs,
+    the hours between checkpoints and the progress since the last committed one.
+    ``previous`` is the offer of the last placement that ended ``moved`` (left by choice).
+
+    ``time_scale`` is market seconds per wall second (1 on real clouds, >1 on a replayed
+    market): wall durations (since start, since a reclaim, to the deadline) are multiplied by
+    it so that every hour of the view is a market hour, like costs, ``compute_h`` and the
+    availability samples' gap.
     """
     n = len(jobs)
     index = _index(table)
-    rows = [_job_fields(job, table, index, now) for job in jobs]
+    rows = [_job_fields(job, table, index, now, time_scale) for job in jobs]
     cols = {k: [row[k] for row in rows] for k in rows[0]} if rows else {}
 
     def per_job(values, default):
@@ -154,4 +169,6 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
         remaining_compute_h=per_job(remaining_compute_h, np.nan),
         budget_usd=per_job(budget_usd, np.inf), user_spent_usd=per_job(user_spent_usd, 0.0),
         user_budget_usd=per_job(user_budget_usd, np.inf),
+        checkpoint_interval_h=per_job(checkpoint_interval_h, 0.0),
+        checkpoint_age_h=per_job(checkpoint_age_h, 0.0),
     )

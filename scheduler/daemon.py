@@ -35,11 +35,15 @@ from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,
     default_entries,
+    load_budget_config,
 )
+from scheduler.notify.budget_webhook import WebhookDeliverer
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
+from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (
+    BUDGET_WEBHOOK_INTERVAL_S,
     EMBEDDED_REDIS_CHECK_S,
     OFFER_POLL_S,
     ORPHAN_SWEEP_S,
@@ -68,6 +72,8 @@ class DaemonSettings:
     - **owner**: ownership tag value on every instance (one per installation).
     - **advertise_url**: the API URL agents on instances use (``GA_ADVERTISE_URL``); default
       the bind address, right for the replayed market's local instances only.
+    - **config_file**: the config file read (its ``budgets`` and ``budget_webhook``); default
+      ``GA_HOME/config.yaml`` when it exists.
     """
 
     home: Path = field(default_factory=home_dir)
@@ -79,6 +85,7 @@ class DaemonSettings:
     store_url: str | None = field(default_factory=lambda: os.environ.get("GA_STORE_URL"))
     owner: str | None = None
     advertise_url: str | None = field(default_factory=lambda: os.environ.get("GA_ADVERTISE_URL"))
+    config_file: Path | None = None
 
 
 def _pick_port(host: str, preferred: int) -> int:
@@ -177,6 +184,14 @@ class Daemon:
         self.scheduler.add_job(sweep_orphans, "interval", args=[self.sweep_ctx],
                                seconds=ORPHAN_SWEEP_S, max_instances=1, coalesce=True,
                                id="orphans")
+        # Budgets (per-user limits, webhook) are shared with every replica through Redis.
+        budgets = load_budget_config(self.settings.config_file or self.settings.home / "config.yaml")
+        SpendStore(self.redis).publish_settings(BudgetSettings(
+            users=budgets.budgets, webhook=budgets.budget_webhook is not None))
+        if budgets.budget_webhook:
+            self.scheduler.add_job(WebhookDeliverer(self.redis, budgets.budget_webhook),
+                                   "interval", seconds=BUDGET_WEBHOOK_INTERVAL_S,
+                                   max_instances=1, coalesce=True, id="budget-webhook")
         if self.settings.redis_url is None:
             self.scheduler.add_job(self._keep_embedded_redis, "interval",
                                    seconds=EMBEDDED_REDIS_CHECK_S, max_instances=1,

@@ -10,6 +10,13 @@
       - kind: catalog                # public catalogs, display/planning only: CatalogConfig
         catalogs: [{provider: gcp, path: ${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv}]
 
+Budgets (optional, same file): per-user limits in USD, applied to every job whose spec has that
+``owner``, and a webhook that receives each budget alert (80, 90, 100 %) as a JSON POST
+(``GA_BUDGET_WEBHOOK_URL`` overrides it)::
+
+    budgets: {alice: 500, bob: 120.5}
+    budget_webhook: https://hooks.example.com/gpu-budget
+
 With no config file the daemon runs the replayed example market. Each kind registers a factory
 in :data:`FACTORIES`: it receives the entry (a mapping, ``kind`` included), the folder of the
 config file and the daemon's home, validates the entry with its own strict model and returns a
@@ -19,13 +26,14 @@ entry, the field and the problem.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import ValidationError, field_validator
 
 from providers.aliyun.settings import AliyunSettings
 from providers.aws.settings import AwsSettings
@@ -181,11 +189,65 @@ def load_config_file(path: Path) -> list[dict[str, Any]]:
         raise ProviderConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("providers"), list) or not raw["providers"]:
         raise ProviderConfigError(f"{path}: needs a non-empty 'providers' list")
-    unknown = set(raw) - {"providers"}
+    unknown = set(raw) - {"providers", *BudgetConfig.model_fields}
     if unknown:
         raise ProviderConfigError(f"{path}: unknown top-level field(s) {sorted(unknown)}; "
-                                  "allowed: providers")
+                                  f"allowed: providers, {', '.join(BudgetConfig.model_fields)}")
+    _budget_config(raw, path)  # refused at start, not when the first alert is due
     return raw["providers"]
+
+
+_OWNER_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+
+
+class BudgetConfig(StrictModel):
+    """The ``budgets`` (owner → USD, > 0) and ``budget_webhook`` (http(s) URL) of the config."""
+
+    budgets: dict[str, float] = {}
+    budget_webhook: str | None = None
+
+    @field_validator("budgets")
+    @classmethod
+    def _limits(cls, value: dict[str, float]) -> dict[str, float]:
+        for owner, usd in value.items():
+            if not _OWNER_RE.match(owner):
+                raise ValueError(f"{owner!r}: owners are 1-63 lowercase letters, digits, '.', "
+                                 "'_' or '-' (as in a job spec's owner)")
+            if not usd > 0 or usd == float("inf"):
+                raise ValueError(f"{owner!r}: the limit must be a positive number of USD")
+        return value
+
+    @field_validator("budget_webhook")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+def _budget_config(raw: dict[str, Any], path: Path) -> BudgetConfig:
+    try:
+        return BudgetConfig.model_validate({k: raw[k] for k in BudgetConfig.model_fields
+                                            if raw.get(k) is not None})
+    except ValidationError as exc:
+        raise ProviderConfigError(f"{path}: {format_validation_error(exc)}") from None
+
+
+def load_budget_config(path: Path | None, env: dict[str, str] | None = None) -> BudgetConfig:
+    """Budgets of the config file at ``path`` (none when ``path`` is ``None`` or missing), the
+    webhook overridden by ``GA_BUDGET_WEBHOOK_URL`` from ``env`` (default ``os.environ``).
+    Raises :class:`ProviderConfigError`."""
+    raw: dict[str, Any] = {}
+    if path is not None and path.is_file():
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ProviderConfigError(f"{path}: not valid YAML: {exc}") from None
+        raw = loaded if isinstance(loaded, dict) else {}
+    url = (os.environ if env is None else env).get("GA_BUDGET_WEBHOOK_URL")
+    if url:
+        raw = {**raw, "budget_webhook": url}
+    return _budget_config(raw, path or Path("GA_BUDGET_WEBHOOK_URL"))
 
 
 def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> list[Provider]:

@@ -60,3 +60,21 @@ AGENT_RETRY_MAX_WAIT_S = 5.0
 AGENT_KILL_WAIT_S = 5.0
 # After the job exits, how long to wait for the rest of its output (children may still write).
 AGENT_OUTPUT_DRAIN_S = 2.0
+
+# --- policy v2 in the daemon (placement, price migration, budgets; issue 6) ----------------
+
+# Availability samples kept per offer, one per offer poll (1 = listed, 0 = absent): 288 polls
+# is a day at the 5-minute cloud poll, enough for mean up/down run lengths, and bounded.
+OFFER_SAMPLES_KEPT = 288
+# Launch + boot + agent install + restore of a new instance, in hours, as the v2 policy's
+# restart overhead: cloud GPU VMs take a few minutes before the job resumes.
+RESTART_OVERHEAD_H = 0.1
+# Budget webhook: a delivery run every few seconds (never inside the reconcile loop); each POST
+# times out quickly and is retried a few times with exponential backoff in the run; what still
+# fails goes back to the queue for the next run (at-least-once). The lease keeps one replica
+# delivering at a time; a run that died leaves its in-flight items, requeued after the lease.
+BUDGET_WEBHOOK_INTERVAL_S = 5.0
+BUDGET_WEBHOOK_TIMEOUT_S = 5.0
+BUDGET_WEBHOOK_ATTEMPTS = 3
+BUDGET_WEBHOOK_BATCH = 50
+BUDGET_WEBHOOK_LEASE_S = 60.0

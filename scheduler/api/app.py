@@ -144,4 +144,7 @@ def _command_for(job, attempt: int) -> AgentCommand:
     current = job.placement.attempt if job.placement else None
     if job.state.is_terminal() or current != attempt:
         return AgentCommand(action=AgentAction.STOP, reason="attempt no longer current")
+    stop = job.stop_request  # a price-driven move or a budget stop: checkpoint, then stop
+    if stop is not None and stop.attempt == attempt:
+        return AgentCommand(action=AgentAction.STOP, reason=f"{stop.kind.value}: {stop.reason}")
     return AgentCommand()

@@ -50,6 +50,7 @@ def daemon(
         elif config:
             settings.providers = load_config_file(config)
             settings.config_dir = config.resolve().parent
+            settings.config_file = config.resolve()
         daemon_ = Daemon(settings)
     except (ProviderConfigError, DaemonAlreadyRunning) as exc:
         err.print(f"[bold red]error:[/] {exc}")
@@ -85,7 +86,7 @@ def status(job_id: str, home: Path | None = HomeOption,
             while True:
                 job = api.get(f"/v1/jobs/{job_id}")
                 live.update(render.job_panel(job, last_events=15))
-                if job["state"] in ("succeeded", "failed", "cancelled"):
+                if job["state"] in render.TERMINAL_STATES:
                     break
                 time.sleep(1)
     except CliError as exc:
@@ -131,7 +132,7 @@ def logs(job_id: str, home: Path | None = HomeOption,
             if not follow:
                 return
             job = api.get(f"/v1/jobs/{job_id}")
-            if job["state"] in ("succeeded", "failed", "cancelled") and not page["lines"]:
+            if job["state"] in render.TERMINAL_STATES and not page["lines"]:
                 return
             time.sleep(1)
     except CliError as exc:

@@ -16,9 +16,9 @@ from rich.text import Text
 STATE_STYLE = {
     "pending": "yellow", "provisioning": "cyan", "running": "green",
     "checkpointing": "magenta", "migrating": "magenta", "succeeded": "bold green",
-    "failed": "bold red", "cancelled": "dim",
+    "failed": "bold red", "cancelled": "dim", "stopped": "bold yellow",
 }
-TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+TERMINAL_STATES = ("succeeded", "failed", "cancelled", "stopped")
 PROGRESS_RE = re.compile(r"progress step=(\d+) total=(\d+)(?: loss=([0-9.]+))?")
 
 

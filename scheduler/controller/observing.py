@@ -22,7 +22,7 @@ from scheduler.controller.transitions import (
     terminate_current,
     wait,
 )
-from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice
+from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
 from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.timing import (
     AGENT_LOST_AFTER_S,
@@ -47,6 +47,10 @@ def observe(ctx: Context, job: Job) -> Job | None:
     if new_checkpoint:
         job.last_checkpoint_id = report.checkpoint_id
         job.lost_streak = 0
+        # Progress saved ≈ the hours this attempt ran until its checkpoint was seen, on top of
+        # what it resumed from (an estimate: it counts boot and restore, and up to one pass).
+        job.progress_h = max(job.progress_h, placement.progress_at_start_h
+                             + placement.billed_hours(ctx.clock()))
     if report is not None and report.phase.is_final():
         return _agent_finished(ctx, job, report)
     if job.cancel_requested and _agent_silent(ctx, report, placement.started_at):
@@ -122,10 +126,17 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
     # checkpointed: the agent stopped the command after a notice or a stop command.
     if job.cancel_requested:
         return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED, f"cancelled{ckpt}")
-    reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST
-    why = "the preemption notice" if report.notice else (report.message or "a stop request")
     saved = (f"checkpoint {report.checkpoint_id} committed" if report.checkpoint_id
              else "no checkpoint committed")
+    stop = job.stop_request
+    if report.notice is None and stop is not None and stop.attempt == report.attempt:
+        if stop.kind is StopKind.BUDGET:
+            return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
+                          f"{stop.reason}; {saved}; stopped")
+        return finish(ctx, job, PlacementEnd.MOVED, JobState.MIGRATING,
+                      f"job stopped to move ({stop.reason}); {saved}; migrating")
+    reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST
+    why = "the preemption notice" if report.notice else (report.message or "a stop request")
     return finish(ctx, job, reason, JobState.MIGRATING,
                   f"job stopped after {why}; {saved}; migrating")
 

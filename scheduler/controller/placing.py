@@ -1,4 +1,5 @@
-"""Step for pending and migrating jobs: choose an offer (policy v1) and record the placement.
+"""Step for pending and migrating jobs: choose an offer with policy v2
+(:func:`policies.engine.decide_placement`) and record the placement.
 
 The placement, with its client token, is saved *before* anything is launched, so a crash
 between the decision and the launch is repaired by the launch step of the next pass.
@@ -6,29 +7,52 @@ between the decision and the launch is repaired by the launch step of the next p
 
 from __future__ import annotations
 
-from policies.placement import choose_offer
+import numpy as np
+
+from policies import risk
+from policies.constraints import filter_offers, rejections
+from policies.engine import decide_placement
+from policies.placement import on_demand_reference
+from policies.views import NO_OFFER, Reason
+from scheduler.controller.budgets import stop_for_budget
 from scheduler.controller.context import Context
+from scheduler.controller.policy_inputs import JobInputs, job_inputs, snapshot
 from scheduler.controller.transitions import client_token, save, wait
-from scheduler.models import Job, JobState, Market, Placement
+from scheduler.models import Job, JobState, Market, Offer, Placement
 
 
-def _launchable(ctx: Context, provider: str) -> bool:
-    """Offers of display-only sources (public catalogs) and of providers no longer configured
-    are shown by ``schedctl offers`` but never placed on."""
-    try:
-        return bool(getattr(ctx.providers.get(provider), "launchable", True))
-    except KeyError:
-        return False
+def _no_fit(ctx: Context, job: Job, offers: list[Offer]) -> str:
+    """Why no offer fits, constraint by constraint (the v1 explanation users know)."""
+    gone = ctx.store.offers.unavailable()
+    filtered = filter_offers(job.spec, offers, gone)
+    filtered.rejected_by = rejections(job.spec, offers, gone)
+    return "no offer fits: " + filtered.explain()
+
+
+def why(inputs: JobInputs, i: int, explanation: str) -> str:
+    """The decision's reason with its numbers: effective cost (risk-aware USD per useful
+    hour) and the offer's monthly interruption risk."""
+    eff = float(risk.effective_price(inputs.jobs, inputs.market)[0, i])
+    risk_pct = float(inputs.table.interruption_risk[i]) * 100
+    eligible = int(inputs.eligible.sum())
+    return (f"{explanation} (effective ${eff:.4f}/h at {risk_pct:.0f} % monthly interruption "
+            f"risk; {eligible} of {len(inputs.table)} offers eligible)")
 
 
 def place(ctx: Context, job: Job) -> Job | None:
-    offers = [o for o in ctx.store.offers.all_offers() if _launchable(ctx, o.provider)]
-    decision = choose_offer(job.spec, offers, ctx.store.offers.unavailable())
+    snap = snapshot(ctx)
     if job.on_demand_reference_usd_per_hour is None:
-        job.on_demand_reference_usd_per_hour = decision.on_demand_reference_usd_per_hour
-    offer = decision.offer
-    if offer is None:
-        return wait(ctx, job, decision.reason)
+        job.on_demand_reference_usd_per_hour = on_demand_reference(job.spec, snap.offers)
+    inputs = job_inputs(ctx, snap, job)
+    decision = decide_placement(inputs.jobs, inputs.market)
+    index, reason = int(decision.offer[0]), Reason(int(decision.reason[0]))
+    if reason is Reason.BUDGET_STOP:
+        return stop_for_budget(ctx, job, decision.explain())
+    if index == NO_OFFER:
+        if not np.any(inputs.eligible):
+            return wait(ctx, job, _no_fit(ctx, job, snap.offers))
+        return wait(ctx, job, decision.explain())
+    offer = snap.offers[index]
     try:
         provider = ctx.providers.get(offer.provider)
     except KeyError as exc:
@@ -38,6 +62,7 @@ def place(ctx: Context, job: Job) -> Job | None:
     job.placement = Placement(
         attempt=attempt, offer=offer, client_token=client_token(job.id, attempt),
         decided_at=ctx.clock(), time_scale=provider.time_scale,
+        progress_at_start_h=job.progress_h,
     )
     job.waiting_reason = None
     market = "spot" if offer.market is Market.SPOT else "on-demand"
@@ -45,7 +70,7 @@ def place(ctx: Context, job: Job) -> Job | None:
         JobState.PROVISIONING,
         f"attempt {attempt}: {offer.instance_type} ({offer.gpu_count}x {offer.gpu_model}) "
         f"{offer.provider}/{offer.zone} {market} ${offer.price_usd_per_hour:.4f}/h, "
-        f"{decision.reason}",
+        f"{why(inputs, index, decision.explain())}",
         offer=offer, at=ctx.clock(),
     )
     return save(ctx, job)

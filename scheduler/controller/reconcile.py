@@ -14,7 +14,9 @@ import redis
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
+from scheduler.controller.budgets import check_budget
 from scheduler.controller.launching import launch
+from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
@@ -32,6 +34,9 @@ def step(ctx: Context, job: Job) -> Job | None:
     if job.cancel_requested and job.placement is None:
         job.record(JobState.CANCELLED, "cancelled before any instance ran", at=ctx.clock())
         return save(ctx, job)
+    budgeted = check_budget(ctx, job)
+    if budgeted is not None:
+        return budgeted
     if job.state in (JobState.PENDING, JobState.MIGRATING) or job.placement is None:
         return place(ctx, job)
     if job.placement.instance_id is None:
@@ -45,7 +50,7 @@ def step(ctx: Context, job: Job) -> Job | None:
                           "cancelled before launch" if leaked is None
                           else f"cancelled while launching; instance {leaked} terminated")
         return launch(ctx, job)
-    return observe(ctx, job)
+    return observe(ctx, job) or consider_move(ctx, job)
 
 
 def _launched_anyway(ctx: Context, job: Job) -> str | None:

@@ -56,6 +56,7 @@ def end_placement(ctx: Context, job: Job, reason: PlacementEnd) -> None:
         ctx.store.offers.record_preemption(placement.offer.key)
     job.placements.append(placement)
     job.placement = None
+    job.stop_request = None  # it was for this placement's agent
 
 
 def finish(ctx: Context, job: Job, reason: PlacementEnd, state: JobState, message: str) -> Job | None:

@@ -22,6 +22,8 @@ from scheduler.models.jobs import (
     Placement,
     PlacementEnd,
     Resources,
+    StopKind,
+    StopRequest,
 )
 from scheduler.models.offers import Market, Offer, OfferKey, PriceObservation
 
@@ -48,6 +50,8 @@ __all__ = [
     "PreemptionNotice",
     "PriceObservation",
     "Resources",
+    "StopKind",
+    "StopRequest",
     "StrictModel",
     "ValueModel",
     "describe_validation_error",

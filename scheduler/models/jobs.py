@@ -106,6 +106,14 @@ class JobSpec(StrictModel):
     - **deadline**: optional aware time by which the job should finish.
     - **max_failures**: times the command may exit non-zero (not from a preemption) before the
       job fails; default 0.
+    - **expected_hours**: compute hours the job needs when it runs uninterrupted (> 0; market
+      hours on a replayed market). Optional; with it the scheduler knows the remaining work
+      (expected hours minus the progress saved in committed checkpoints), so deadlines and
+      price-driven migrations are judged on the real remainder instead of a default.
+    - **budget_usd**: spending limit of this job in USD (> 0). Alerts at 80 %, 90 % and 100 %;
+      at 100 % the job checkpoints and stops (state ``stopped``).
+    - **owner**: the user the job belongs to (same characters as ``name``; default
+      ``default``): per-user budgets of the daemon config apply to all jobs of an owner.
     """
 
     name: str
@@ -122,8 +130,12 @@ class JobSpec(StrictModel):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     deadline: datetime | None = None
     max_failures: int = Field(default=0, ge=0, le=100)
+    expected_hours: float | None = Field(default=None, gt=0, le=100_000,
+                                         description="compute hours needed uninterrupted")
+    budget_usd: float | None = Field(default=None, gt=0, le=10_000_000)
+    owner: str = "default"
 
-    @field_validator("name")
+    @field_validator("name", "owner")
     @classmethod
     def _name_shape(cls, value: str) -> str:
         if not _NAME_RE.match(value):
@@ -172,7 +184,9 @@ class JobSpec(StrictModel):
 
 class JobState(str, Enum):
     """Lifecycle: pending → provisioning → running → (checkpointing → migrating →
-    provisioning …) → succeeded | failed | cancelled."""
+    provisioning …) → succeeded | failed | cancelled | stopped (``stopped``: checkpointed and
+    stopped by the scheduler because its budget or its owner's is exhausted; the committed
+    checkpoint is kept)."""
 
     PENDING = "pending"
     PROVISIONING = "provisioning"
@@ -182,13 +196,16 @@ class JobState(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"
 
     def is_terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED,
+                        JobState.STOPPED)
 
 
 class PlacementEnd(str, Enum):
-    """Why a placement ended."""
+    """Why a placement ended. ``moved``: the scheduler chose to leave the offer (a
+    price-driven migration, after a committed checkpoint); ``stopped``: a budget stop."""
 
     PREEMPTED = "preempted"
     SUCCEEDED = "succeeded"
@@ -196,6 +213,8 @@ class PlacementEnd(str, Enum):
     CANCELLED = "cancelled"
     LOST = "lost"
     LAUNCH_FAILED = "launch-failed"
+    MOVED = "moved"
+    STOPPED = "stopped"
 
 
 class Placement(StrictModel):
@@ -215,6 +234,9 @@ class Placement(StrictModel):
     ended_at: datetime | None = None
     end_reason: PlacementEnd | None = None
     time_scale: float = Field(default=1.0, gt=0)
+    progress_at_start_h: float = Field(
+        default=0.0, ge=0,
+        description="compute hours saved in the checkpoint this attempt resumes from")
 
     def billed_hours(self, now: datetime | None = None) -> float:
         """Market hours this placement has been billed so far (0 before the instance started)."""
@@ -235,6 +257,26 @@ class JobEvent(StrictModel):
     message: str
     offer: str | None = Field(default=None, description="series key of the offer involved")
     price_usd_per_hour: float | None = None
+    kind: str | None = Field(default=None, description="e.g. 'budget' for a budget alert, "
+                                                       "'migration' for a price-driven move")
+
+
+class StopKind(str, Enum):
+    """Why the scheduler asks a running job's agent to checkpoint and stop."""
+
+    MOVE = "move"
+    BUDGET = "budget"
+
+
+class StopRequest(StrictModel):
+    """A checkpoint-and-stop the scheduler asked of the current attempt's agent (the API
+    answers the agent's next report with ``stop``). ``target`` is the series key of the offer
+    a move aims at (the next placement decides again)."""
+
+    kind: StopKind
+    reason: str = Field(max_length=500)
+    attempt: int = Field(ge=1)
+    target: str | None = None
 
 
 class Job(StrictModel):
@@ -262,9 +304,22 @@ class Job(StrictModel):
         default=None,
         description="cheapest eligible on-demand price when first placed: the all-on-demand baseline",
     )
+    progress_h: float = Field(
+        default=0.0, ge=0,
+        description="compute hours saved in the latest committed checkpoint (estimated: hours "
+                    "the attempts ran up to the moment their last checkpoint was seen)")
+    stop_request: StopRequest | None = None
+    budget_alerts: list[str] = Field(
+        default_factory=list, description="budget alerts already recorded, e.g. 'job:80'")
+
+    def remaining_hours(self) -> float | None:
+        """``expected_hours`` minus the saved progress (≥ 0), or ``None`` when unknown."""
+        if self.spec.expected_hours is None:
+            return None
+        return max(0.0, self.spec.expected_hours - self.progress_h)
 
     def record(self, state: JobState, message: str, *, offer: Offer | None = None,
-               at: datetime | None = None) -> None:
+               at: datetime | None = None, kind: str | None = None) -> None:
         """Set ``state`` and append a timeline event (with the offer and its price, if any)."""
         self.state = state
         if state.is_terminal():
@@ -273,7 +328,7 @@ class Job(StrictModel):
             JobEvent(
                 at=at or utcnow(), state=state, message=message,
                 offer=offer.key.series() if offer else None,
-                price_usd_per_hour=offer.price_usd_per_hour if offer else None,
+                price_usd_per_hour=offer.price_usd_per_hour if offer else None, kind=kind,
             )
         )
 

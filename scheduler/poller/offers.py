@@ -58,6 +58,9 @@ class OfferPoller:
         names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
         for name in names | set(by_name):
             self.store.offers.replace_offers(name, by_name.get(name, []))
+        # Per-poll availability samples feed the v2 policy's up/down run estimates.
+        self.store.offers.record_samples(names | set(by_name),
+                                         [o.key.series() for o in offers])
         self.store.offers.append_prices(observations)
         self.last_prices_at = started
         self.last_error = None

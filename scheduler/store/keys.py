@@ -65,3 +65,15 @@ def history_meta(series: str) -> str:
 
 def lease(name: str) -> str:
     return f"{PREFIX}:lease:{name}"
+
+
+# --- policy v2 wiring (issue 6): availability samples, spend per owner, budget webhook ---
+OFFER_SAMPLES = f"{PREFIX}:offers:samples"    # hash series -> "0"/"1" per poll, oldest first
+BUDGET_OUTBOX = f"{PREFIX}:notify:budget"      # list of budget-alert JSON payloads to POST
+BUDGET_INFLIGHT = f"{PREFIX}:notify:budget:inflight"  # list: taken by a delivery run
+BUDGET_SETTINGS = f"{PREFIX}:config:budgets"   # JSON: per-user limits, webhook on/off
+
+
+def owner_spend(owner: str) -> str:
+    """hash job_id -> USD spent by that job (as of its last reconcile step), one per owner."""
+    return f"{PREFIX}:spend:{{{owner}}}"

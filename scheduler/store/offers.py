@@ -11,7 +11,7 @@ import redis
 from scheduler.models import Offer, OfferKey, PriceObservation, parse_lenient
 from scheduler.store import keys
 from scheduler.store.history import HistoryStore, to_ms
-from scheduler.timing import OFFERS_TTL_S
+from scheduler.timing import OFFER_SAMPLES_KEPT, OFFERS_TTL_S
 
 _UNAVAILABLE = keys.UNAVAILABLE_OFFERS
 
@@ -92,6 +92,36 @@ class OfferStore:
         """Skip ``key`` for ``ttl_s`` seconds (after a capacity error or a preemption)."""
         expiry = int((time.time() + ttl_s) * 1000)
         self._r.zadd(_UNAVAILABLE, {key.series(): expiry})
+
+    def record_samples(self, provider_names: Iterable[str], listed: Iterable[str],
+                       keep: int = OFFER_SAMPLES_KEPT) -> None:
+        """Append one availability sample per series of ``provider_names`` after a successful
+        poll: ``1`` for the series in ``listed`` (offered now), ``0`` for series seen before
+        but absent now. Each ring keeps the last ``keep`` samples; a series absent for all of
+        them is dropped, so the hash stays bounded by the offers of the last ``keep`` polls.
+        One writer per provider (its poller), so the read-modify-write needs no lock."""
+        prefixes = tuple(f"{name}/" for name in provider_names)
+        listed = set(listed)
+        rings = {s: r for s, r in self._r.hgetall(keys.OFFER_SAMPLES).items()
+                 if s.startswith(prefixes)}
+        updated, dropped = {}, []
+        for series in set(rings) | listed:
+            ring = (rings.get(series, "") + ("1" if series in listed else "0"))[-keep:]
+            if "1" in ring:
+                updated[series] = ring
+            else:
+                dropped.append(series)
+        with self._r.pipeline(transaction=True) as pipe:
+            if updated:
+                pipe.hset(keys.OFFER_SAMPLES, mapping=updated)
+            if dropped:
+                pipe.hdel(keys.OFFER_SAMPLES, *dropped)
+            pipe.execute()
+
+    def samples(self, series: list[str]) -> list[str | None]:
+        """The availability ring (``"0"``/``"1"`` per poll, oldest first) of each series, in
+        order; ``None`` for a series never sampled."""
+        return self._r.hmget(keys.OFFER_SAMPLES, series) if series else []
 
     def unavailable(self) -> set[OfferKey]:
         now = int(time.time() * 1000)

@@ -67,3 +67,22 @@ def test_job_view_reads_placements_deadline_and_spend():
     assert pending.current[0] == NO_OFFER and pending.last_preempted_zone[0] == NO_ZONE
     # unknown duration: no deadline reasoning, lowest expected cost now
     assert decide_placement(pending, mk).reason[0] == Reason.SPOT
+
+
+def test_previous_is_the_offer_last_left_by_a_move_and_hours_scale_to_market_hours():
+    models = offers()
+    table, mk = market_view(models, np.ones((1, 3), bool))
+    moved = Placement(attempt=1, offer=models[1], client_token="t1", decided_at=T0,
+                      instance_id="i-1", started_at=T0, ended_at=T0 + timedelta(minutes=1),
+                      end_reason=PlacementEnd.MOVED)
+    current = Placement(attempt=2, offer=models[0], client_token="t2", decided_at=T0,
+                        instance_id="i-2", started_at=T0 + timedelta(minutes=1))
+    view = job_view([job(placements=[moved], placement=current)], table,
+                    T0 + timedelta(minutes=2), restart_overhead_h=0.1,
+                    decision_interval_h=0.01, time_scale=60, checkpoint_age_h=[0.5])
+    assert view.previous[0] == 1
+    assert view.since_start_h[0] == pytest.approx(1.0)   # one wall minute at 60x
+    assert view.elapsed_h[0] == pytest.approx(2.0)
+    assert view.checkpoint_age_h[0] == 0.5
+    # The offer just left is not a move target within the ping-pong cooldown.
+    assert should_migrate(view, mk).target[0] == 0

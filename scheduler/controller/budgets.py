@@ -1,0 +1,93 @@
+"""Step for budgets, taken before any other step of an active job: record its spend, raise the
+80 / 90 / 100 % alerts once each (job events of kind ``budget``, and the webhook outbox), and
+at 100 % of the job's or its owner's limit checkpoint and stop it.
+
+Idempotent: alerts already raised are listed in ``Job.budget_alerts``, saved with the event.
+The webhook payload is queued *before* the job is saved, so a crash in between re-queues it
+next pass (at-least-once) rather than losing it.
+"""
+
+from __future__ import annotations
+
+from policies.budget import THRESHOLDS, BudgetAlert, budget_level
+from scheduler.controller.context import Context
+from scheduler.controller.policy_inputs import snapshot
+from scheduler.controller.transitions import finish, save
+from scheduler.models import (
+    Job,
+    JobEvent,
+    JobState,
+    PlacementEnd,
+    StopKind,
+    StopRequest,
+)
+from scheduler.notify.budget_webhook import BudgetOutbox
+from scheduler.store.spend import SpendStore
+
+
+def _tag(alert: BudgetAlert) -> str:
+    return f"{alert.scope}:{round(alert.threshold * 100)}"
+
+
+def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
+    """Every threshold reached (of the job's and the owner's limits), raised or not."""
+    spent = job.cost_usd(ctx.clock())
+    spend = SpendStore(ctx.store.redis)
+    spend.record(job.spec.owner, job.id, spent)
+    limits = []
+    if job.spec.budget_usd is not None:
+        limits.append(("job", spent, job.spec.budget_usd))
+    user_limit = snapshot(ctx).budgets.users.get(job.spec.owner)
+    if user_limit is not None:
+        limits.append(("user", spend.owner_total(job.spec.owner), user_limit))
+    out = []
+    for scope, used, limit in limits:
+        level = float(budget_level(used, limit))
+        out += [BudgetAlert(0, scope, t, used, limit) for t in THRESHOLDS if t <= level]
+    return out
+
+
+def check_budget(ctx: Context, job: Job) -> Job | None:
+    """Take the budget step for ``job`` if one is due; ``None`` when nothing changed."""
+    if job.cancel_requested or job.state.is_terminal():
+        return None
+    reached = _alerts(ctx, job)
+    new = [a for a in reached if _tag(a) not in job.budget_alerts]
+    exhausted = [a for a in reached if a.threshold >= 1.0]
+    if new and snapshot(ctx).budgets.webhook:
+        outbox = BudgetOutbox(ctx.store.redis)
+        for alert in new:
+            outbox.push({"job_id": job.id, "owner": job.spec.owner, "scope": alert.scope,
+                         "threshold": alert.threshold, "spent_usd": round(alert.spent_usd, 6),
+                         "budget_usd": alert.limit_usd, "at": ctx.clock().isoformat(),
+                         "message": alert.message()})
+    for alert in new:
+        job.budget_alerts.append(_tag(alert))
+        job.events.append(JobEvent(at=ctx.clock(), state=job.state, message=alert.message(),
+                                   kind="budget"))
+    if exhausted:
+        stopped = stop_for_budget(ctx, job, exhausted[0].message().split(";")[0])
+        if stopped is not None or not new:
+            return stopped
+    return save(ctx, job) if new else None
+
+
+def stop_for_budget(ctx: Context, job: Job, why: str) -> Job | None:
+    """Stop ``job`` for its budget: ask the running attempt's agent to checkpoint and stop
+    (the final report ends it as ``stopped``), or stop at once when no instance runs.
+    ``None`` when a stop is already under way."""
+    placement = job.placement
+    if placement is not None and placement.instance_id is not None:
+        request = job.stop_request
+        if request is not None and request.kind is StopKind.BUDGET \
+                and request.attempt == placement.attempt:
+            return None
+        job.stop_request = StopRequest(kind=StopKind.BUDGET, reason=f"budget exhausted ({why})",
+                                       attempt=placement.attempt)
+        job.record(JobState.CHECKPOINTING, f"budget exhausted ({why}); agent checkpointing "
+                   "before the job stops", offer=placement.offer, at=ctx.clock(), kind="budget")
+        return save(ctx, job)
+    # Nothing runs (or a launch is only decided): orphan collection terminates a launch that
+    # reached the cloud anyway, as for a cancel before launch.
+    return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
+                  f"budget exhausted ({why}); stopped (the latest committed checkpoint is kept)")

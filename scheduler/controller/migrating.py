@@ -1,0 +1,48 @@
+"""Step for a running job the observation left unchanged: ask policy v2 whether moving pays
+(:func:`policies.engine.should_migrate`, with its hysteresis: minimum dwell after a start, no
+move back to the offer just left within the ping-pong cooldown).
+
+A move is a stop request saved on the job (the API answers the agent's next report with
+``stop``); the agent checkpoints and reports ``checkpointed``; the observing step then ends the
+placement as ``moved`` (not ``lost``: it does not count toward the lost streak) and the job goes
+to ``migrating``; the next pass places it. Each of these is one saved step, so a crash between
+any two is continued by the next pass.
+"""
+
+from __future__ import annotations
+
+from policies.engine import should_migrate
+from policies.views import NO_OFFER, REASON_TEXT, Reason
+from scheduler.controller.context import Context
+from scheduler.controller.policy_inputs import job_inputs, snapshot
+from scheduler.controller.transitions import save
+from scheduler.models import Job, JobState, StopKind, StopRequest
+
+# Reasons of should_migrate that move the job to another offer now.
+_MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
+
+
+def consider_move(ctx: Context, job: Job) -> Job | None:
+    """Request a checkpoint-and-move when v2 says it pays; ``None`` when the job stays."""
+    placement = job.placement
+    if job.state is not JobState.RUNNING or job.cancel_requested or job.stop_request is not None \
+            or placement is None or placement.instance_id is None:
+        return None
+    snap = snapshot(ctx)
+    inputs = job_inputs(ctx, snap, job)
+    if int(inputs.jobs.current[0]) == NO_OFFER:
+        return None  # its offer is not listed now: nothing to compare it with
+    decision = should_migrate(inputs.jobs, inputs.market)
+    target, reason = int(decision.target[0]), Reason(int(decision.reason[0]))
+    if not decision.move[0] or target == NO_OFFER or reason not in _MOVES:
+        return None  # a budget stop is the budget step's; stop-on-demand is off in the daemon
+    offer = snap.offers[target]
+    saving, cost = float(decision.saving_usd[0]), float(decision.move_cost_usd[0])
+    why = (f"{REASON_TEXT[reason]}: to {offer.provider}/{offer.zone} {offer.instance_type} "
+           f"{offer.market.value} ${offer.price_usd_per_hour:.4f}/h, expected saving "
+           f"${saving:.2f} vs move cost ${cost:.2f}")
+    job.stop_request = StopRequest(kind=StopKind.MOVE, reason=why[:500], attempt=placement.attempt,
+                                   target=offer.key.series())
+    job.record(JobState.CHECKPOINTING, f"{why}; agent checkpointing before the move",
+               offer=placement.offer, at=ctx.clock(), kind="migration")
+    return save(ctx, job)

@@ -1,0 +1,142 @@
+"""What the v2 policy decides on, read from the store: the launchable offers, their per-poll
+availability samples, and one job's view (:mod:`policies.daemon_views`).
+
+The market part is read once per reconcile pass (cached while ``ctx.observed`` is the pass's
+observation, and for at most :data:`~scheduler.timing.RECONCILE_INTERVAL_S`), the job part per
+job. Every hour handed to the policy is a market hour: wall durations are multiplied by the
+market's ``time_scale`` (1 on real clouds), like costs and ``expected_hours``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.daemon_views import job_view, market_view
+from policies.eligibility import eligible_matrix
+from policies.views import JobView, MarketView, OfferTable
+from scheduler.controller.context import Context, Observed
+from scheduler.models import Job, Offer
+from scheduler.store.spend import BudgetSettings, SpendStore
+from scheduler.timing import (
+    OFFER_POLL_S,
+    RECONCILE_INTERVAL_S,
+    REPLAY_OFFER_POLL_S,
+    RESTART_OVERHEAD_H,
+)
+
+
+@dataclass(frozen=True)
+class MarketSnapshot:
+    """The market one reconcile pass decides on.
+
+    - **offers**: latest offers of launchable providers (``m``); offer ``i`` is row ``i``.
+    - **table** / **prices**: their :class:`OfferTable` and ``(m,)`` USD/hour.
+    - **unavailable**: ``(m,)`` bool, offers marked unavailable (capacity error, reclaim).
+    - **samples**: ``(m, T)`` bool availability at the last ``T`` polls, or ``None``.
+    - **gap_h**: market hours between two samples. **time_scale**: market s per wall s.
+    - **budgets**: per-user limits and the webhook switch (:class:`BudgetSettings`).
+    """
+
+    offers: list[Offer]
+    table: OfferTable
+    prices: np.ndarray
+    unavailable: np.ndarray
+    samples: np.ndarray | None
+    gap_h: float
+    time_scale: float
+    budgets: BudgetSettings
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """One job's decision inputs: ``market`` and ``jobs`` (``n = 1``) for the engine, and the
+    job's ``eligible`` row ``(m,)``."""
+
+    table: OfferTable
+    market: MarketView
+    jobs: JobView
+    eligible: np.ndarray
+
+
+def launchable(ctx: Context, provider: str) -> bool:
+    """Offers of display-only sources (public catalogs) and of providers no longer configured
+    are shown by ``schedctl offers`` but never placed on."""
+    try:
+        return bool(getattr(ctx.providers.get(provider), "launchable", True))
+    except KeyError:
+        return False
+
+
+def sample_matrix(rings: list[str | None]) -> np.ndarray | None:
+    """``(m, T)`` bool from per-offer rings of ``"0"``/``"1"`` (oldest first). Shorter rings are
+    padded on the left with their oldest sample; an offer never sampled counts as available
+    (it is listed now). ``None`` when no offer has samples."""
+    if not any(rings):
+        return None
+    width = max(len(r) for r in rings if r)
+    rows = [(r[0] * (width - len(r)) + r) if r else "1" * width for r in rings]
+    return np.array([[c == "1" for c in row] for row in rows], dtype=bool).reshape(len(rows), width)
+
+
+# One entry: the snapshot of the last pass, keyed by that pass's observation object (the
+# per-job contexts of a pass are copies sharing it).
+_last: list[tuple[Observed, float, MarketSnapshot]] = []
+
+
+def snapshot(ctx: Context) -> MarketSnapshot:
+    """The pass's :class:`MarketSnapshot` (read from Redis once per pass)."""
+    hit = _last[0] if _last else None
+    if hit is not None and hit[0] is ctx.observed and time.monotonic() - hit[1] < RECONCILE_INTERVAL_S:
+        return hit[2]
+    store = ctx.store
+    offers = [o for o in store.offers.all_offers() if launchable(ctx, o.provider)]
+    gone = store.offers.unavailable()
+    table = OfferTable.from_offers(offers)
+    scale = max((a.time_scale for a in ctx.providers.adapters()), default=1.0)
+    poll_s = REPLAY_OFFER_POLL_S if scale > 1 else OFFER_POLL_S
+    snap = MarketSnapshot(
+        offers=offers, table=table,
+        prices=np.array([o.price_usd_per_hour for o in offers], dtype=float),
+        unavailable=np.array([o.key in gone for o in offers], dtype=bool),
+        samples=sample_matrix(store.offers.samples([o.key.series() for o in offers])),
+        gap_h=poll_s * scale / 3600.0, time_scale=scale,
+        budgets=SpendStore(store.redis).settings(),
+    )
+    _last[:] = [(ctx.observed, time.monotonic(), snap)]
+    return snap
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def job_inputs(ctx: Context, snap: MarketSnapshot, job: Job) -> JobInputs:
+    """The views of ``job`` now. Remaining compute = ``expected_hours`` − progress saved in
+    committed checkpoints (``Job.progress_h``); progress since the last checkpoint (lost by a
+    move) is estimated from the current attempt's running hours."""
+    now = ctx.clock()
+    eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
+    table, market = market_view(snap.offers, eligible, snap.samples, snap.gap_h)
+    user_limit = snap.budgets.users.get(job.spec.owner)
+    user_spent = SpendStore(ctx.store.redis).owner_total(job.spec.owner) if user_limit else 0.0
+    placement = job.placement
+    age_h = 0.0
+    if placement is not None and placement.instance_id is not None:
+        age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now)
+                    - job.progress_h)
+    remaining = job.remaining_hours()
+    jobs = job_view(
+        [job], table, now, restart_overhead_h=RESTART_OVERHEAD_H,
+        decision_interval_h=RECONCILE_INTERVAL_S * snap.time_scale / 3600.0,
+        compute_h=[_or(job.spec.expected_hours, math.nan)],
+        remaining_compute_h=[_or(remaining, math.nan)],
+        budget_usd=[_or(job.spec.budget_usd, math.inf)],
+        user_spent_usd=[user_spent], user_budget_usd=[_or(user_limit, math.inf)],
+        checkpoint_interval_h=[job.spec.checkpoint.sync_interval_s * snap.time_scale / 3600.0],
+        checkpoint_age_h=[age_h], time_scale=snap.time_scale,
+    )
+    return JobInputs(table, market, jobs, eligible[0])

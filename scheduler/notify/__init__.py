@@ -1,0 +1,1 @@
+"""Notifications sent out of the daemon (budget alerts to a webhook)."""

@@ -1,0 +1,322 @@
+"""Placement, price-driven migration and budgets through the controller, with policy v2,
+against a real Redis, a real replay cloud process and (for the webhook) a real local HTTP
+server. Agent reports are written as the API would write them; the controller's clock is
+moved forward to let market time pass (the replay market runs 60x: 1 wall s = 1 market min)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from providers.replay import ReplayProvider, shutdown_cloud
+from scheduler.api.app import _command_for
+from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
+from scheduler.controller.reconcile import reconcile_pass
+from scheduler.models import Job, JobState, PlacementEnd, StopKind, utcnow
+from scheduler.models.agents import AgentAction, AgentPhase, AgentReport
+from scheduler.notify.budget_webhook import BudgetOutbox, WebhookDeliverer
+from scheduler.poller.offers import OfferPoller
+from scheduler.store import Store, keys
+from scheduler.store.agents import AgentTokens
+from scheduler.store.spend import BudgetSettings, SpendStore
+from tests.factories.jobs import spec
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+MARKET = """
+name: v2test
+time_scale: 60
+notice_seconds: 2
+offers:
+  - {provider: aws, region: r1, zone: r1a, instance_type: cheap, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 0.10}
+  - {provider: aws, region: r1, zone: r1b, instance_type: dear, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, on_demand_price_usd_per_hour: 1.0,
+     spot_price_usd_per_hour: 0.60}
+  - {provider: aws, region: r1, zone: r1b, instance_type: small, gpu_model: T4, gpu_count: 1,
+     vram_gib: 8, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 0.05}
+"""
+
+
+@pytest.fixture
+def provider(tmp_path):
+    (tmp_path / "market.yaml").write_text(MARKET)
+    p = ReplayProvider(tmp_path / "market.yaml", tmp_path / "cloud", SLEEPER)
+    yield p
+    p.close()
+    shutdown_cloud(tmp_path / "cloud")
+
+
+@pytest.fixture
+def ctx(redis_client, provider):
+    store = Store.over(redis_client)
+    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
+                               tokens=AgentTokens(b"s"))
+    ctx = Context(store=store, providers=ProviderRegistry([provider]), bootstrap=bootstrap,
+                  owner="ga-test")
+    OfferPoller(store, provider)()
+    return ctx
+
+
+def _submit(ctx, job_id="job-1", **overrides) -> Job:
+    now = utcnow()
+    job = Job(id=job_id, spec=spec(**{"resources": {"min_vram_gib": 16}, **overrides}),
+              created_at=now, updated_at=now)
+    job.record(JobState.PENDING, "submitted")
+    return ctx.store.jobs.create(job)
+
+
+def _at(ctx, seconds: float):
+    """Move the controller's clock ``seconds`` past the real now."""
+    later = utcnow() + timedelta(seconds=seconds)
+    ctx.clock = lambda: later
+    return later
+
+
+def _report(ctx, job, phase, at, **fields) -> None:
+    ctx.store.agents.save_report(AgentReport(job_id=job.id, attempt=job.placement.attempt,
+                                             phase=phase, at=at, received_at=at, **fields))
+
+
+def _run(ctx, job_id="job-1", **overrides) -> Job:
+    job = _submit(ctx, job_id, **overrides)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    _report(ctx, job, AgentPhase.RUNNING, ctx.clock())
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.RUNNING
+    return job
+
+
+def test_places_the_cheapest_eligible_spot_and_says_why(ctx):
+    job = _submit(ctx, expected_hours=2)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING
+    assert job.placement.offer.instance_type == "cheap"  # "small" (8 GiB) is filtered out
+    message = job.events[-2].message  # the decision; then the launch
+    assert "spot pays" in message and "effective $" in message
+    assert "interruption risk" in message and "eligible" in message
+    assert job.on_demand_reference_usd_per_hour == 1.0
+    assert job.placement.progress_at_start_h == 0.0
+
+
+def test_nothing_fits_keeps_the_constraint_explanation(ctx):
+    job = _submit(ctx, resources={"gpu_count": 8})
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PENDING and "gpu_count rejects" in job.waiting_reason
+
+
+def test_availability_samples_are_recorded_per_poll_and_bounded(ctx, provider):
+    series = [o.key.series() for o in ctx.store.offers.all_offers()]
+    assert all(r == "1" for r in ctx.store.offers.samples(series))
+    OfferPoller(ctx.store, provider)()
+    assert all(r == "11" for r in ctx.store.offers.samples(series))
+    ctx.store.offers.record_samples(["aws"], [], keep=3)  # a poll listing nothing
+    assert all(r == "110" for r in ctx.store.offers.samples(series))
+    for _ in range(3):
+        ctx.store.offers.record_samples(["aws"], [], keep=3)
+    assert ctx.store.offers.samples(series) == [None] * len(series)  # absent a whole window
+
+
+def _running_on_dear(ctx) -> Job:
+    """A job running on the dear offer (the cheap one was briefly unavailable)."""
+    cheap = next(o for o in ctx.store.offers.all_offers() if o.instance_type == "cheap")
+    ctx.store.offers.mark_unavailable(cheap.key, 3600)
+    job = _run(ctx, expected_hours=50)
+    assert job.placement.offer.instance_type == "dear"
+    ctx.store.redis.delete(keys.UNAVAILABLE_OFFERS)
+    return job
+
+
+def test_price_migration_checkpoints_moves_and_places_on_the_cheaper_offer(ctx):
+    job = _running_on_dear(ctx)
+    # Too soon after the start (hysteresis: minimum dwell of one market hour): it stays.
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(job.id).stop_request is None
+    at = _at(ctx, 120)  # two market hours later, with a checkpoint just committed
+    _report(ctx, job, AgentPhase.RUNNING, at, checkpoint_id="c1")
+    reconcile_pass(ctx)  # the new checkpoint is recorded (progress saved)
+    job = ctx.store.jobs.get(job.id)
+    assert job.last_checkpoint_id == "c1" and job.progress_h > 1.5
+    reconcile_pass(ctx)  # now the move is decided
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.CHECKPOINTING
+    assert job.stop_request.kind is StopKind.MOVE and "cheap" in job.stop_request.target
+    assert job.events[-1].kind == "migration" and "saving" in job.events[-1].message
+    command = _command_for(job, job.placement.attempt)
+    assert command.action is AgentAction.STOP and command.reason.startswith("move:")
+    reconcile_pass(ctx)  # idempotent: no second request, no second event
+    assert ctx.store.jobs.get(job.id).version == job.version
+    _report(ctx, job, AgentPhase.CHECKPOINTED, at, checkpoint_id="c2",
+            message="daemon asked to stop (move: ...)")
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.MIGRATING and job.stop_request is None
+    assert job.placements[-1].end_reason is PlacementEnd.MOVED and job.lost_streak == 0
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING and job.placement.offer.instance_type == "cheap"
+    assert job.placement.progress_at_start_h == job.progress_h > 1.5
+    # The next attempt's agent is not told to stop.
+    assert _command_for(job, job.placement.attempt).action is AgentAction.CONTINUE
+
+
+def test_a_preemption_during_a_move_counts_as_a_preemption(ctx):
+    from scheduler.models.instances import PreemptionNotice
+    job = _running_on_dear(ctx)
+    at = _at(ctx, 120)
+    _report(ctx, job, AgentPhase.RUNNING, at, checkpoint_id="c1")
+    reconcile_pass(ctx)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.stop_request is not None
+    notice = PreemptionNotice(action_at=at + timedelta(seconds=30))
+    _report(ctx, job, AgentPhase.CHECKPOINTED, at, checkpoint_id="c2", notice=notice)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.placements[-1].end_reason is PlacementEnd.PREEMPTED
+    assert job.state is JobState.MIGRATING
+
+
+def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx):
+    SpendStore(ctx.store.redis).publish_settings(BudgetSettings(webhook=True))
+    # dear spot $0.60/h at 60x: $0.01 per wall second. Budget $1: 80 % after 80 s.
+    job = _running_on_dear_with(ctx, budget_usd=1.0, owner="alice")
+    for seconds, expected in ((85, ["job:80"]), (86, ["job:80"]), (95, ["job:80", "job:90"])):
+        at = _at(ctx, seconds)
+        _report(ctx, job, AgentPhase.RUNNING, at)
+        reconcile_pass(ctx)
+        job = ctx.store.jobs.get(job.id)
+        assert job.budget_alerts == expected and job.state is JobState.RUNNING
+    at = _at(ctx, 105)
+    _report(ctx, job, AgentPhase.RUNNING, at)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.budget_alerts == ["job:80", "job:90", "job:100"]
+    assert job.state is JobState.CHECKPOINTING and job.stop_request.kind is StopKind.BUDGET
+    budget_events = [e.message for e in job.events if e.kind == "budget"]
+    assert [m.split(":")[0] for m in budget_events[:3]] == [
+        "job budget at 80 %", "job budget at 90 %", "job budget at 100 %"]
+    assert _command_for(job, job.placement.attempt).reason.startswith("budget:")
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(job.id).version == job.version  # nothing new
+    _report(ctx, job, AgentPhase.CHECKPOINTED, at, checkpoint_id="c9")
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.STOPPED and "budget exhausted" in job.events[-1].message
+    assert job.placements[-1].end_reason is PlacementEnd.STOPPED
+    assert ctx.store.jobs.active_ids() == []
+    payloads = [json.loads(x) for x in ctx.store.redis.lrange(keys.BUDGET_OUTBOX, 0, -1)]
+    assert [(p["job_id"], p["owner"], p["scope"], p["threshold"]) for p in payloads] == [
+        (job.id, "alice", "job", 0.8), (job.id, "alice", "job", 0.9),
+        (job.id, "alice", "job", 1.0)]
+    assert payloads[0]["budget_usd"] == 1.0 and payloads[0]["spent_usd"] >= 0.8
+
+
+def _running_on_dear_with(ctx, **overrides) -> Job:
+    cheap = next(o for o in ctx.store.offers.all_offers() if o.instance_type == "cheap")
+    ctx.store.offers.mark_unavailable(cheap.key, 3600)
+    return _run(ctx, **overrides)
+
+
+def test_user_budget_spent_by_other_jobs_stops_a_pending_job(ctx):
+    spend = SpendStore(ctx.store.redis)
+    spend.publish_settings(BudgetSettings(users={"bob": 2.0}))
+    spend.record("bob", "earlier-job", 1.9)  # 95 %
+    job = _submit(ctx, owner="bob")
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.budget_alerts == ["user:80", "user:90"] and job.state is JobState.PENDING
+    spend.record("bob", "earlier-job", 2.5)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.STOPPED and job.budget_alerts[-1] == "user:100"
+    assert "user budget at 100 %" in job.events[-1].message
+    assert ctx.store.redis.llen(keys.BUDGET_OUTBOX) == 0  # no webhook configured
+    # Other owners are not affected.
+    other = _submit(ctx, "job-2", owner="carol")
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(other.id).state is JobState.PROVISIONING
+
+
+class _Receiver:
+    """A real local HTTP server recording POSTed JSON; answers ``codes`` in turn, then 200."""
+
+    def __init__(self, codes=()):
+        self.bodies: list[dict] = []
+        self.codes = list(codes)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                code = outer.codes.pop(0) if outer.codes else 200
+                if code == 200:
+                    outer.bodies.append(json.loads(body))
+                self.send_response(code)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook?token=secret"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = _Receiver()
+    yield r
+    r.close()
+
+
+def test_webhook_delivers_each_alert_in_order(redis_client, receiver):
+    outbox = BudgetOutbox(redis_client)
+    for t in (0.8, 0.9, 1.0):
+        outbox.push({"job_id": "j", "owner": "alice", "threshold": t, "spent_usd": t,
+                     "budget_usd": 1.0})
+    assert WebhookDeliverer(redis_client, receiver.url)() == 3
+    assert [b["threshold"] for b in receiver.bodies] == [0.8, 0.9, 1.0]
+    assert outbox.pending() == 0
+
+
+def test_webhook_retries_errors_and_keeps_what_still_fails(redis_client, receiver):
+    outbox = BudgetOutbox(redis_client)
+    outbox.push({"job_id": "j", "threshold": 0.8})
+    receiver.codes = [500, 503]  # two failures, then success: within the run's attempts
+    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 1
+    assert [b["threshold"] for b in receiver.bodies] == [0.8]
+    outbox.push({"job_id": "j", "threshold": 0.9})
+    receiver.codes = [500] * 3  # every attempt of this run fails: kept for the next run
+    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 0
+    assert outbox.pending() == 1
+    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 1
+    assert [b["threshold"] for b in receiver.bodies] == [0.8, 0.9]
+
+
+def test_webhook_redelivers_alerts_of_a_run_that_died(redis_client, receiver):
+    # A run took an alert (in flight) and died before the POST was confirmed.
+    redis_client.rpush(keys.BUDGET_INFLIGHT, json.dumps({"job_id": "j", "threshold": 1.0}))
+    BudgetOutbox(redis_client).push({"job_id": "k", "threshold": 0.8})
+    assert WebhookDeliverer(redis_client, receiver.url)() == 2
+    assert [b["job_id"] for b in receiver.bodies] == ["j", "k"]
+
+
+def test_webhook_unreachable_keeps_the_alert(redis_client):
+    BudgetOutbox(redis_client).push({"job_id": "j", "threshold": 0.8})
+    dead = WebhookDeliverer(redis_client, "http://127.0.0.1:9/hook", timeout_s=0.5,
+                            attempts=2, first_wait_s=0.01)
+    assert dead() == 0
+    assert BudgetOutbox(redis_client).pending() == 1
