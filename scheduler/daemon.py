@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import redis
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -30,6 +31,7 @@ from scheduler.config import home_dir
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
+from scheduler.notify.budget_webhook import WebhookDeliverer
 from scheduler.poller.offers import OfferPoller
 from scheduler.provider_setup import (
     ProviderConfigError,
@@ -37,18 +39,23 @@ from scheduler.provider_setup import (
     default_entries,
     load_budget_config,
 )
-from scheduler.notify.budget_webhook import WebhookDeliverer
-from scheduler.store import Store
+from scheduler.replicas import ReplicaRegistry, shared_owner, shared_store_url
+from scheduler.store import Store, keys
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
+from scheduler.store.leases import LeasedTask
 from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (
     BUDGET_WEBHOOK_INTERVAL_S,
     EMBEDDED_REDIS_CHECK_S,
     OFFER_POLL_S,
+    ORPHAN_SWEEP_LEASE_S,
     ORPHAN_SWEEP_S,
+    POLL_LEASE_INTERVALS,
+    POLL_LEASE_MIN_S,
     RECONCILE_INTERVAL_S,
     REPLAY_OFFER_POLL_S,
+    REPLICA_HEARTBEAT_S,
 )
 
 log = logging.getLogger(__name__)
@@ -68,8 +75,10 @@ class DaemonSettings:
       replayed example market. **config_dir**: folder relative paths in them start from.
     - **host**/**port**: API bind address; port 0 reuses the last port or picks a free one.
     - **redis_url**: ``REDIS_URL``; ``None`` starts the embedded Redis.
-    - **store_url**: ``GA_STORE_URL``; default a local directory under home.
-    - **owner**: ownership tag value on every instance (one per installation).
+    - **store_url**: ``GA_STORE_URL``; default the one the replicas on this Redis use, else a
+      local directory under home (see :mod:`scheduler.replicas`).
+    - **owner**: ownership tag value on every instance (one per installation, ``GA_OWNER``;
+      default the one the replicas on this Redis use, else ``GA_HOME/owner-id``).
     - **advertise_url**: the API URL agents on instances use (``GA_ADVERTISE_URL``); default
       the bind address, right for the replayed market's local instances only.
     - **config_file**: the config file read (its ``budgets`` and ``budget_webhook``); default
@@ -83,7 +92,7 @@ class DaemonSettings:
     port: int = 0
     redis_url: str | None = field(default_factory=lambda: os.environ.get("REDIS_URL"))
     store_url: str | None = field(default_factory=lambda: os.environ.get("GA_STORE_URL"))
-    owner: str | None = None
+    owner: str | None = field(default_factory=lambda: os.environ.get("GA_OWNER") or None)
     advertise_url: str | None = field(default_factory=lambda: os.environ.get("GA_ADVERTISE_URL"))
     config_file: Path | None = None
 
@@ -147,14 +156,21 @@ class Daemon:
             raise ProviderConfigError(str(exc)) from None
         self.redis = connect(settings.redis_url, home)
         self.store = Store.over(self.redis)
-        store_url = settings.store_url or (home / "checkpoints").resolve().as_uri()
+        # Several replicas on one Redis must use one owner id, one checkpoint store and the
+        # same secrets (checked below, against the live replicas).
+        store_url = shared_store_url(self.redis, settings.store_url,
+                                     (home / "checkpoints").resolve().as_uri())
         self.objects = open_store(store_url)
         previous = read_daemon_info(home) or {}
         self.port = _pick_port(settings.host, settings.port or previous.get("port", 0))
         self.api_url = f"http://{settings.host}:{self.port}"
-        tokens = AgentTokens(ga_secrets.agent_secret(home))
+        agent_secret = ga_secrets.agent_secret(home)
+        tokens = AgentTokens(agent_secret)
         self.api_token = ga_secrets.api_token(home)
-        owner = settings.owner or _owner_id(home)
+        owner = shared_owner(self.redis, home, settings.owner)
+        self.replicas = ReplicaRegistry(self.redis, self.store.leases.holder, self.api_url,
+                                        self.api_token, agent_secret)
+        self.replicas.join()
         bootstrap = AgentBootstrap(
             api_url=settings.advertise_url or self.api_url, store_url=store_url, tokens=tokens,
             store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},
@@ -172,7 +188,11 @@ class Daemon:
         """Every periodic job in one place (max_instances=1: a slow run is skipped, not stacked)."""
         for adapter in self.providers.adapters():
             interval = REPLAY_OFFER_POLL_S if adapter.time_scale > 1 else OFFER_POLL_S
-            poller = OfferPoller(self.store, adapter)
+            # One replica polls each provider (the lease's owner); another takes over within
+            # the lease's TTL when it dies.
+            poller = LeasedTask(self.store.leases, keys.poller_lease(adapter.name),
+                                max(POLL_LEASE_MIN_S, POLL_LEASE_INTERVALS * interval),
+                                OfferPoller(self.store, adapter))
             # First poll at once but in the background: a cold poll of many cloud regions
             # takes tens of seconds and must not hold up the API.
             self.scheduler.add_job(poller, "interval", seconds=interval, jitter=0.2,
@@ -181,9 +201,12 @@ class Daemon:
         self.scheduler.add_job(reconcile_pass, "interval", args=[self.ctx],
                                seconds=RECONCILE_INTERVAL_S, max_instances=1, coalesce=True,
                                id="reconcile")
-        self.scheduler.add_job(sweep_orphans, "interval", args=[self.sweep_ctx],
-                               seconds=ORPHAN_SWEEP_S, max_instances=1, coalesce=True,
-                               id="orphans")
+        self.scheduler.add_job(LeasedTask(self.store.leases, keys.ORPHAN_SWEEP_LEASE,
+                                          ORPHAN_SWEEP_LEASE_S, sweep_orphans, self.sweep_ctx),
+                               "interval", seconds=ORPHAN_SWEEP_S, max_instances=1,
+                               coalesce=True, id="orphans")
+        self.scheduler.add_job(self._replica_heartbeat, "interval", seconds=REPLICA_HEARTBEAT_S,
+                               max_instances=1, coalesce=True, id="replica-heartbeat")
         # Budgets (per-user limits, webhook) are shared with every replica through Redis.
         budgets = load_budget_config(self.settings.config_file or self.settings.home / "config.yaml")
         SpendStore(self.redis).publish_settings(BudgetSettings(
@@ -196,6 +219,12 @@ class Daemon:
             self.scheduler.add_job(self._keep_embedded_redis, "interval",
                                    seconds=EMBEDDED_REDIS_CHECK_S, max_instances=1,
                                    coalesce=True, id="embedded-redis")
+
+    def _replica_heartbeat(self) -> None:
+        try:
+            self.replicas.heartbeat()
+        except redis.RedisError as exc:
+            log.warning("replica heartbeat skipped, Redis unavailable: %s", exc)
 
     def _keep_embedded_redis(self) -> None:
         """Restart the embedded Redis if it died (its AOF keeps the state); the client
@@ -240,6 +269,13 @@ class Daemon:
         """Stop pollers, the loop and the API. Instances and their agents keep running; the
         embedded Redis stops (its AOF is on disk) and is restarted by the next daemon."""
         self.scheduler.shutdown(wait=True)
+        # Other replicas take our jobs and pollers over at once rather than after the TTLs.
+        try:
+            released = self.store.leases.release_all()
+            self.replicas.leave()
+            log.info("released %d lease(s)", released)
+        except redis.RedisError as exc:
+            log.warning("could not release leases (they expire by themselves): %s", exc)
         if self._server is not None:
             self._server.should_exit = True
         for adapter in self.providers.adapters():
@@ -261,10 +297,3 @@ def _stop_idle_replay_cloud(adapter) -> None:
     except Exception as exc:  # shutting down: report, never block the exit
         log.warning("could not stop the replay cloud: %s", exc)
 
-
-def _owner_id(home: Path) -> str:
-    path = home / "owner-id"
-    if not path.exists():
-        import secrets
-        path.write_text(f"ga-{secrets.token_hex(6)}")
-    return path.read_text().strip()

@@ -50,10 +50,13 @@ class ProviderConfigError(ValueError):
 
 class ReplayConfig(StrictModel):
     """``kind: replay``: a replayed market (``providers/replay``). State under
-    ``GA_HOME/replay`` (``GA_HOME/replay-N`` for the N-th further replay entry)."""
+    ``GA_HOME/replay`` (``GA_HOME/replay-N`` for the N-th further replay entry), or under
+    ``state_dir`` (relative to the config file): replicas sharing one Redis set the same
+    ``state_dir`` so they trade on one replayed cloud (one market clock, one instance list)."""
 
     kind: str
     market: Path
+    state_dir: Path | None = None
 
 
 def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Provider:
@@ -65,8 +68,10 @@ def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Pr
     if not market.is_file():
         raise ProviderConfigError(f"market: {market} is not a file")
     try:
-        return ReplayProvider(market.resolve(),
-                              home / ("replay" if index == 0 else f"replay-{index}"))
+        state_dir = config.state_dir if config.state_dir is None or config.state_dir.is_absolute() \
+            else base / config.state_dir
+        return ReplayProvider(market.resolve(), state_dir
+                              or home / ("replay" if index == 0 else f"replay-{index}"))
     except MarketError as exc:
         hint = ""
         if "No such file" in str(exc) and "GA_DATA_DIR" in market.read_text():

@@ -78,3 +78,16 @@ BUDGET_WEBHOOK_TIMEOUT_S = 5.0
 BUDGET_WEBHOOK_ATTEMPTS = 3
 BUDGET_WEBHOOK_BATCH = 50
 BUDGET_WEBHOOK_LEASE_S = 60.0
+
+# --- several replicas on one Redis (issue 7) ---------------------------------------------
+
+# A poller's lease lasts this many of its poll intervals (at least POLL_LEASE_MIN_S), so a
+# slow poll keeps it, and a dead owner's poller is taken over within that time.
+POLL_LEASE_INTERVALS = 3
+POLL_LEASE_MIN_S = 10.0
+# The orphan sweep runs on one replica at a time; taken over within this after its owner died.
+ORPHAN_SWEEP_LEASE_S = 3 * ORPHAN_SWEEP_S
+# Each live replica's registry entry (API URL, secret fingerprints) is renewed this often and
+# expires this long after its last renewal (a replica killed outright drops out by itself).
+REPLICA_HEARTBEAT_S = 5.0
+REPLICA_TTL_S = 30.0

@@ -4,6 +4,11 @@
 an :class:`AgentReport` as JSON; the answer is an :class:`AgentCommand`. The daemon may be down
 at any moment: an ordinary report that fails is dropped (its log lines stay queued for the next
 one); a final report is retried for up to 10 minutes.
+
+``GA_API_URL`` may list several daemon replicas, comma-separated: a report that cannot reach
+one (connection failure, timeout, 5xx) is sent to the next at once, and the reporter stays with
+the replica that answered. Replicas share one Redis and one agent secret, so any of them takes
+any report.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ def _transient(exc: BaseException) -> bool:
 class Reporter:
     """Sends reports for one job attempt and queues the job's output lines between them.
 
-    - **api_url**: daemon base URL. **token**: bearer token (never logged).
+    - **api_url**: daemon base URL, or several comma-separated (replicas, tried in turn).
+      **token**: bearer token (never logged).
     - **instance_id**, **job_id**, **attempt**: who is reporting.
     - **transport** (optional): an httpx transport, for tests.
 
@@ -58,8 +64,11 @@ class Reporter:
                  transport: httpx.BaseTransport | None = None) -> None:
         self.job_id, self.attempt = job_id, attempt
         self._path = f"/v1/agent/{instance_id}/report"
+        self._urls = [u.strip().rstrip("/") for u in api_url.split(",") if u.strip()]
+        if not self._urls:
+            raise ValueError("api_url: no daemon URL given")
+        self._current = 0  # index of the replica that answered last
         self._http = httpx.Client(
-            base_url=api_url,
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(REPORT_TIMEOUT_S, connect=REPORT_CONNECT_TIMEOUT_S),
             transport=transport,
@@ -111,20 +120,37 @@ class Reporter:
         report = AgentReport(job_id=self.job_id, attempt=self.attempt, phase=phase, at=utcnow(),
                              log_lines=lines, message=message[:2000] if message else None,
                              **fields)
-        try:
-            answer = self._http.post(self._path, json=report.model_dump(mode="json"))
-        except httpx.HTTPError as exc:
-            raise ReportNotDelivered(f"daemon unreachable ({type(exc).__name__})", True) from None
+        answer = self._post_to_a_replica(report.model_dump(mode="json"))
         if not answer.is_success:
             code = answer.status_code
             raise ReportNotDelivered(f"daemon answered HTTP {code}: {answer.text[:200]}",
-                                     code >= 500 or code in (408, 429))
+                                     code in (408, 429))
         self._acknowledge(last_seq, note is not None)
         try:
             return AgentCommand.model_validate_json(answer.content)
         except ValidationError:
             logger.warning("daemon's answer is not an AgentCommand; continuing")
             return AgentCommand()
+
+    def _post_to_a_replica(self, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` to the current replica, failing over to the next ones in turn while a
+        replica is unreachable or answers 5xx. Returns the first other answer; raises
+        :class:`ReportNotDelivered` (transient) when no replica took it."""
+        problems = []
+        for _ in range(len(self._urls)):
+            url = self._urls[self._current]
+            try:
+                answer = self._http.post(url + self._path, json=body)
+            except httpx.HTTPError as exc:
+                problems.append(f"{url} unreachable ({type(exc).__name__})")
+            else:
+                if answer.status_code < 500:
+                    return answer
+                problems.append(f"{url} answered HTTP {answer.status_code}: {answer.text[:200]}")
+            if len(self._urls) > 1:
+                self._current = (self._current + 1) % len(self._urls)
+                logger.info("report failed at %s; trying %s", url, self._urls[self._current])
+        raise ReportNotDelivered("daemon " + "; ".join(problems), True)
 
     def send(self, phase: AgentPhase, **fields: Any) -> AgentCommand | None:
         """Send one report now (heartbeat or phase change); ``fields`` are other

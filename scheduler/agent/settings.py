@@ -1,7 +1,8 @@
 """The node agent's configuration, read only from the environment.
 
 ==================  ==========================================================================
-``GA_API_URL``      daemon base URL, e.g. ``http://10.0.0.5:8740``                  (required)
+``GA_API_URL``      daemon base URL, e.g. ``http://10.0.0.5:8740``, or several      (required)
+                    replicas' URLs comma-separated (reports fail over between them)
 ``GA_AGENT_TOKEN``  bearer token for reports, scoped to this job attempt            (required)
 ``GA_INSTANCE_ID``  this instance's id at its provider                              (required)
 ``GA_JOB_ID``       the job                                                         (required)
@@ -80,6 +81,10 @@ class AgentSettings:
                     raise ValueError
             except ValueError:
                 problems.append(f"GA_ATTEMPT must be an integer >= 1, got {env['GA_ATTEMPT']!r}")
+        bad_urls = [u for u in (env.get("GA_API_URL") or "").split(",")
+                    if env.get("GA_API_URL") and not u.strip().startswith(("http://", "https://"))]
+        if bad_urls:
+            problems.append(f"GA_API_URL must be http(s) URLs, comma-separated; got {bad_urls!r}")
         flavor = env.get("GA_METADATA_FLAVOR") or "none"
         if flavor not in FLAVORS:
             problems.append(
@@ -95,7 +100,7 @@ class AgentSettings:
             raise ValueError("agent environment: " + "; ".join(problems))
         assert spec is not None
         return cls(
-            api_url=env["GA_API_URL"].rstrip("/"),
+            api_url=",".join(u.strip().rstrip("/") for u in env["GA_API_URL"].split(",")),
             token=env["GA_AGENT_TOKEN"],
             instance_id=env["GA_INSTANCE_ID"],
             job_id=env["GA_JOB_ID"],

@@ -31,6 +31,7 @@ def daemon(
     """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
     from scheduler.daemon import Daemon, DaemonAlreadyRunning, DaemonSettings
     from scheduler.provider_setup import ProviderConfigError, load_config_file
+    from scheduler.replicas import ReplicaConfigError
 
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -52,7 +53,7 @@ def daemon(
             settings.config_dir = config.resolve().parent
             settings.config_file = config.resolve()
         daemon_ = Daemon(settings)
-    except (ProviderConfigError, DaemonAlreadyRunning) as exc:
+    except (ProviderConfigError, DaemonAlreadyRunning, ReplicaConfigError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     daemon_.run()

@@ -9,19 +9,20 @@ from.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import redis
 
 from providers.errors import ProviderError
-from scheduler.controller.context import Context
 from scheduler.controller.budgets import check_budget
+from scheduler.controller.context import Context
 from scheduler.controller.launching import launch
 from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
-from scheduler.store import StaleJobError, keys
+from scheduler.store import LeaseLostError, StaleJobError, keys
 from scheduler.timing import JOB_LEASE_TTL_S
 
 log = logging.getLogger(__name__)
@@ -84,16 +85,29 @@ def reconcile_pass(ctx: Context) -> int:
     ctx.observe()
     changed = 0
     for job_id in job_ids:
-        if not ctx.store.leases.acquire(keys.job_lease(job_id), JOB_LEASE_TTL_S):
-            continue
         try:
-            job = reconcile_job(ctx, job_id)
+            lease = ctx.store.leases.acquire(keys.job_lease(job_id), JOB_LEASE_TTL_S)
+        except redis.RedisError as exc:
+            log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
+            return changed
+        if lease is None:
+            continue  # another replica controls this job
+        # Every save of this job's step is fenced by this acquisition of its lease (and renews
+        # it): had we paused past the TTL while another replica took the job, nothing we write
+        # lands. Provider calls need no fence: launches carry a client token, terminate is
+        # idempotent.
+        job_ctx = replace(ctx, store=replace(
+            ctx.store, jobs=ctx.store.jobs.fenced(lease, JOB_LEASE_TTL_S)))
+        try:
+            job = reconcile_job(job_ctx, job_id)
             changed += job is not None
             # A fresh placement is launched in the same pass. Nothing else is chained: the
             # instances observed at the start of the pass predate this step.
             if job is not None and job.placement is not None and job.placement.instance_id is None \
                     and not job.state.is_terminal():
-                changed += reconcile_job(ctx, job_id) is not None
+                changed += reconcile_job(job_ctx, job_id) is not None
+        except LeaseLostError as exc:
+            log.warning("%s; leaving the job to its new holder", exc)
         except StaleJobError:
             log.debug("job %s changed under us; next pass", job_id)
         except Exception:

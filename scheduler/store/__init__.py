@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import redis
 
 from scheduler.store.agents import AgentStore
-from scheduler.store.jobs import JobExistsError, JobStore, StaleJobError
-from scheduler.store.leases import Leases
+from scheduler.store.jobs import JobExistsError, JobStore, LeaseLostError, StaleJobError
+from scheduler.store.leases import Lease, Leases
 from scheduler.store.offers import OfferStore
 
 
@@ -28,5 +28,5 @@ class Store:
         return cls(client, JobStore(client), OfferStore(client), AgentStore(client), Leases(client))
 
 
-__all__ = ["AgentStore", "JobExistsError", "JobStore", "Leases", "OfferStore", "StaleJobError",
-           "Store"]
+__all__ = ["AgentStore", "JobExistsError", "JobStore", "Lease", "LeaseLostError", "Leases",
+           "OfferStore", "StaleJobError", "Store"]

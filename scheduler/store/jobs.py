@@ -2,7 +2,9 @@
 
 Every write goes through :meth:`JobStore.save`, which WATCHes the job key, refuses to overwrite
 a newer version (:class:`StaleJobError`) and maintains the job indexes in the same MULTI, so a
-crash never leaves a job half-written or missing from an index.
+crash never leaves a job half-written or missing from an index. A store bound to a job's control
+lease (:meth:`JobStore.fenced`) also WATCHes the lease and refuses to write once the lease is
+no longer that acquisition's (:class:`LeaseLostError`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import redis
 
 from scheduler.models import Job, parse_lenient, utcnow
 from scheduler.store import keys
+from scheduler.store.leases import Lease
 from scheduler.timing import JOB_LOG_MAX_LINES
 
 
@@ -24,11 +27,26 @@ class StaleJobError(Exception):
     """The job changed since it was read; re-read and retry the step."""
 
 
+class LeaseLostError(StaleJobError):
+    """The job's control lease is no longer ours (it expired, or another replica took it):
+    nothing was written; the lease's holder acts on the job now."""
+
+
 class JobStore:
     """CRUD for :class:`Job` plus per-job logs. Thread-safe (one redis-py client)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, lease: Lease | None = None,
+                 lease_ttl_s: float | None = None) -> None:
         self._r = client
+        self.lease = lease
+        self._lease_ttl_ms = int(lease_ttl_s * 1000) if lease_ttl_s else None
+
+    def fenced(self, lease: Lease, ttl_s: float | None = None) -> JobStore:
+        """This store with every :meth:`save` fenced by ``lease`` (a job control lease, see
+        :class:`~scheduler.store.leases.Leases`): a save checks, in its transaction, that the
+        lease key still holds this acquisition, and extends it by ``ttl_s`` when given (so a
+        long step that keeps saving keeps its lease)."""
+        return JobStore(self._r, lease, ttl_s)
 
     def create(self, job: Job) -> Job:
         """Store a new job. Raises :class:`JobExistsError` if the id is taken."""
@@ -51,11 +69,16 @@ class JobStore:
 
     def save(self, job: Job) -> Job:
         """Write ``job`` if the stored version is still ``job.version``; return it with the
-        version bumped. Raises :class:`StaleJobError` otherwise."""
+        version bumped. Raises :class:`StaleJobError` otherwise, :class:`LeaseLostError` when
+        the store is :meth:`fenced` and the lease is no longer ours."""
         key = keys.job(job.id)
+        lease = self.lease
         with self._r.pipeline() as pipe:
             try:
-                pipe.watch(key)
+                pipe.watch(key, *([lease.key] if lease else []))
+                if lease is not None and pipe.get(lease.key) != lease.value:
+                    raise LeaseLostError(f"job {job.id}: control lease {lease.value} lost "
+                                         f"(now {pipe.get(lease.key) or 'free'})")
                 raw = pipe.get(key)
                 stored = parse_lenient(Job, raw).version if raw else None
                 if stored != job.version:
@@ -63,6 +86,8 @@ class JobStore:
                 new = job.model_copy(update={"version": job.version + 1, "updated_at": utcnow()})
                 pipe.multi()
                 self._write(pipe, new)
+                if lease is not None and self._lease_ttl_ms:
+                    pipe.pexpire(lease.key, self._lease_ttl_ms)
                 pipe.execute()
                 return new
             except redis.WatchError as exc:

@@ -77,3 +77,23 @@ BUDGET_SETTINGS = f"{PREFIX}:config:budgets"   # JSON: per-user limits, webhook 
 def owner_spend(owner: str) -> str:
     """hash job_id -> USD spent by that job (as of its last reconcile step), one per owner."""
     return f"{PREFIX}:spend:{{{owner}}}"
+
+
+# --- several replicas (issue 7): fences, service leases, what replicas must share ---------
+SHARED_OWNER = f"{PREFIX}:config:owner"          # instance ownership tag of this installation
+SHARED_STORE_URL = f"{PREFIX}:config:store-url"  # checkpoint store URL every replica uses
+ORPHAN_SWEEP_LEASE = lease("orphan-sweep")
+
+
+def lease_fence(lease_key: str) -> str:
+    """Fence counter of a lease; in the lease key's hash slot (its tag, or the whole key)."""
+    return f"{lease_key}:fence" if "{" in lease_key else f"{{{lease_key}}}:fence"
+
+
+def poller_lease(provider: str) -> str:
+    return lease(f"poll:{provider}")
+
+
+def replica(replica_id: str) -> str:
+    """JSON about one live replica (API URL, secret fingerprints); expires unless renewed."""
+    return f"{PREFIX}:replica:{replica_id}"

@@ -1,31 +1,132 @@
-"""Leases: a key with a TTL and a random holder token (renew/release only while the token
-matches), so a replica that dies loses its work to whichever replica asks next."""
+"""Leases with fencing: a key with a TTL whose value is ``"<holder>/<fence>"``.
+
+The holder is a random token per process; the fence is a counter INCRemented in the same Lua
+script on every fresh acquisition, so it grows with every new holder of the key. Renew and
+release act only while the value is still ours, and writes done under a lease (job saves, see
+:meth:`scheduler.store.jobs.JobStore.fenced`) check the value in the same transaction: a
+replica that paused (GC, SIGSTOP) past its TTL can no longer write once another replica took
+the lease, even if it still believes it holds it.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
-from scheduler.store import scripts
+from scheduler.store import keys, scripts
+
+log = logging.getLogger(__name__)
+
+# Fence counters outlive their lease by far, so fences only grow; a counter idle this long
+# (nobody took the lease for a month) may restart, which is harmless: holders are random too.
+FENCE_COUNTER_TTL_MS = 30 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One acquisition of a lease: ``key``, our ``holder`` token and the ``fence`` (≥ 1)."""
+
+    key: str
+    holder: str
+    fence: int
+
+    @property
+    def value(self) -> str:
+        """What the lease key holds while this acquisition is current."""
+        return f"{self.holder}/{self.fence}"
 
 
 class Leases:
-    """Acquire, renew and release named leases. Safe to share between threads."""
+    """Acquire, renew and release named leases for one holder. Safe to share between threads.
+
+    ``holder`` defaults to ``host:pid:random``, readable in Redis when debugging who owns what.
+    The leases acquired and not released are remembered, for :meth:`release_all` at shutdown.
+    """
 
     def __init__(self, client: redis.Redis, holder: str | None = None) -> None:
         self._r = client
-        self.holder = holder or secrets.token_hex(8)
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        if "/" in self.holder:
+            raise ValueError(f"holder: {self.holder!r} must not contain '/'")
+        self._acquire = client.register_script(scripts.ACQUIRE_LEASE)
         self._renew = client.register_script(scripts.RENEW_LEASE)
         self._release = client.register_script(scripts.RELEASE_LEASE)
+        self._held: dict[str, Lease] = {}
+        self._lock = threading.Lock()
 
-    def acquire(self, key: str, ttl_s: float) -> bool:
+    def acquire(self, key: str, ttl_s: float) -> Lease | None:
         """Take ``key`` (a :mod:`keys` lease key) for ``ttl_s`` seconds, or extend it if we hold
-        it already. Returns ``False`` when another holder has it."""
-        ttl_ms = int(ttl_s * 1000)
-        if self._r.set(key, self.holder, nx=True, px=ttl_ms):
-            return True
-        return bool(self._renew(keys=[key], args=[self.holder, ttl_ms]))
+        it already. Returns the :class:`Lease` (with its fence), or ``None`` when another holder
+        has it. Raises ``redis.RedisError`` when Redis cannot be reached."""
+        value = self._acquire(keys=[key, keys.lease_fence(key)],
+                              args=[self.holder, int(ttl_s * 1000), FENCE_COUNTER_TTL_MS])
+        with self._lock:
+            if not value:
+                self._held.pop(key, None)
+                return None
+            holder, _, fence = value.rpartition("/")
+            lease = Lease(key, holder, int(fence))
+            self._held[key] = lease
+            return lease
+
+    def renew(self, lease: Lease, ttl_s: float) -> bool:
+        """Extend ``lease`` if it is still current; ``False`` when it was lost."""
+        return bool(self._renew(keys=[lease.key], args=[lease.value, int(ttl_s * 1000)]))
+
+    def current(self, key: str) -> str | None:
+        """The value stored at ``key`` (``"<holder>/<fence>"``), whoever holds it."""
+        return self._r.get(key)
 
     def release(self, key: str) -> bool:
-        return bool(self._release(keys=[key], args=[self.holder]))
+        """Give ``key`` up if we hold it; ``True`` when it was ours and is now free."""
+        with self._lock:
+            lease = self._held.pop(key, None)
+        if lease is None:
+            return False
+        return bool(self._release(keys=[key], args=[lease.value]))
+
+    def release_all(self) -> int:
+        """Release every lease this holder took (at shutdown, so others take over at once
+        instead of after the TTL). Returns how many were released; Redis errors are logged."""
+        with self._lock:
+            held = list(self._held)
+        released = 0
+        for key in held:
+            try:
+                released += self.release(key)
+            except redis.RedisError as exc:
+                log.warning("could not release lease %s: %s", key, exc)
+                break
+        return released
+
+
+class LeasedTask:
+    """A periodic task run by one replica at a time: each run first takes (or renews) the
+    lease ``key`` for ``ttl_s`` and is skipped when another replica holds it. A dead owner's
+    lease expires, so another replica takes the task over within ``ttl_s``.
+
+    ``ttl_s`` should cover a few intervals of the task, so a slow run does not lose it.
+    Calling the task returns ``fn``'s result, or ``None`` when skipped or Redis is down.
+    """
+
+    def __init__(self, leases: Leases, key: str, ttl_s: float, fn: Callable[..., Any],
+                 *args: Any) -> None:
+        self.leases, self.key, self.ttl_s = leases, key, ttl_s
+        self.fn, self.args = fn, args
+
+    def __call__(self) -> Any:
+        try:
+            if self.leases.acquire(self.key, self.ttl_s) is None:
+                return None
+        except redis.RedisError as exc:
+            log.warning("%s skipped, Redis unavailable: %s", self.key, exc)
+            return None
+        return self.fn(*self.args)

@@ -1,7 +1,7 @@
 """Lua scripts, each run atomically by Redis. Every key goes in through KEYS."""
 
-# Renew a lease only if we still hold it.
-# KEYS[1]: lease key. ARGV[1]: holder token. ARGV[2]: new TTL in milliseconds.
+# Renew a lease only if we still hold it (the same acquisition: holder and fence).
+# KEYS[1]: lease key. ARGV[1]: lease value "<holder>/<fence>". ARGV[2]: new TTL in milliseconds.
 # Returns 1 if renewed, 0 if the lease is held by someone else or expired.
 RENEW_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -11,10 +11,33 @@ return 0
 """
 
 # Release a lease only if we still hold it.
-# KEYS[1]: lease key. ARGV[1]: holder token. Returns 1 if released, 0 otherwise.
+# KEYS[1]: lease key. ARGV[1]: lease value "<holder>/<fence>". Returns 1 if released, 0 otherwise.
 RELEASE_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
+"""
+
+# Take a lease, or extend it if we hold it already, and return its fencing token.
+# KEYS[1]: lease key. KEYS[2]: the lease's fence counter (same hash tag).
+# ARGV[1]: holder token. ARGV[2]: TTL in milliseconds. ARGV[3]: fence counter TTL in ms.
+# The lease's value is "<holder>/<fence>": the fence is INCRemented on every fresh acquisition,
+# so it grows for every new holder (and for the same holder after it lost the lease).
+# Returns the lease value on success, false when another holder has it.
+ACQUIRE_LEASE = """
+local value = redis.call('GET', KEYS[1])
+if value then
+  local sep = string.find(value, '/', 1, true)
+  if sep and string.sub(value, 1, sep - 1) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return value
+  end
+  return false
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+value = ARGV[1] .. '/' .. fence
+redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+return value
 """

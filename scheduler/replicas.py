@@ -1,0 +1,125 @@
+"""What several daemon replicas on one Redis must share, settled when a daemon starts.
+
+- **owner id**: the ownership tag on every instance. Replicas describe and sweep instances by
+  it, so they must use one: otherwise a replica could not see (take over) the instances of a
+  dead one, and its orphan sweep would not see the other replica's instances at all.
+  ``GA_OWNER`` names it; else the first daemon on the Redis publishes its own (from
+  ``GA_HOME/owner-id``) and the others adopt it. Not a secret.
+- **checkpoint store URL**: the store agents write to and restores read from. ``GA_STORE_URL``
+  names it; else the first daemon publishes its default (``file://GA_HOME/checkpoints``) and
+  the others adopt it (right on one machine; on several, set an S3 ``GA_STORE_URL``). Store
+  URLs never carry credentials (see :func:`scheduler.checkpoints.urls.open_store`).
+- **secrets**: the API token and the agent secret come from ``GA_API_TOKEN`` /
+  ``GA_AGENT_SECRET`` (see :mod:`scheduler.secrets`); each live replica publishes only their
+  fingerprints, and a replica whose secrets differ from a live one's is refused.
+
+Errors: :class:`ReplicaConfigError` with what differs and which variable to set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from scheduler.secrets import fingerprint
+from scheduler.store import keys
+from scheduler.timing import REPLICA_TTL_S
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaConfigError(RuntimeError):
+    """This daemon's configuration conflicts with the replicas already on the same Redis."""
+
+
+def home_owner_id(home: Path) -> str:
+    """``GA_HOME/owner-id``, created with a random ``ga-<12 hex>`` on first use."""
+    path = home / "owner-id"
+    if not path.exists():
+        import secrets
+        path.write_text(f"ga-{secrets.token_hex(6)}")
+    return path.read_text().strip()
+
+
+def shared_owner(client: redis.Redis, home: Path, explicit: str | None) -> str:
+    """The installation's owner id (see the module docstring). Raises
+    :class:`ReplicaConfigError` when ``explicit`` (``GA_OWNER``) differs from the published one."""
+    proposed = explicit or home_owner_id(home)
+    client.set(keys.SHARED_OWNER, proposed, nx=True)
+    owner = client.get(keys.SHARED_OWNER)
+    if explicit and owner != explicit:
+        raise ReplicaConfigError(
+            f"GA_OWNER={explicit!r} but the replicas on this Redis use owner {owner!r}; "
+            "every replica must use the same owner (unset GA_OWNER to adopt it)")
+    if owner != proposed:
+        log.info("adopting owner id %s of the replicas on this Redis (GA_HOME had %s)",
+                 owner, proposed)
+    return owner
+
+
+def shared_store_url(client: redis.Redis, explicit: str | None, default: str) -> str:
+    """The checkpoint store URL (see the module docstring). Raises :class:`ReplicaConfigError`
+    when ``explicit`` (``GA_STORE_URL``) differs from the one the replicas use."""
+    client.set(keys.SHARED_STORE_URL, explicit or default, nx=True)
+    url = client.get(keys.SHARED_STORE_URL)
+    if explicit and url != explicit:
+        raise ReplicaConfigError(
+            f"GA_STORE_URL={explicit!r} but the replicas on this Redis use {url!r}; checkpoints "
+            "must be in one store (set the same GA_STORE_URL everywhere; to move the store, "
+            f"stop every replica and delete the Redis key {keys.SHARED_STORE_URL})")
+    if not explicit and url != default:
+        log.info("using the checkpoint store of the replicas on this Redis: %s", url)
+    return url
+
+
+class ReplicaRegistry:
+    """This replica's entry among the live ones: ``keys.replica(id)`` holds JSON (API URL,
+    pid, host, secret fingerprints) and expires ``REPLICA_TTL_S`` after the last
+    :meth:`heartbeat`."""
+
+    def __init__(self, client: redis.Redis, replica_id: str, api_url: str, api_token: str,
+                 agent_secret: bytes) -> None:
+        self._r = client
+        self.replica_id = replica_id
+        self.info: dict[str, Any] = {
+            "id": replica_id, "api_url": api_url, "host": socket.gethostname(),
+            "pid": os.getpid(), "api_token_fp": fingerprint(api_token),
+            "agent_secret_fp": fingerprint(agent_secret),
+        }
+
+    def live(self) -> list[dict[str, Any]]:
+        """Every live replica's entry, this one's included once it joined."""
+        found = []
+        for key in self._r.scan_iter(match=keys.replica("*"), count=100):
+            raw = self._r.get(key)
+            if raw:
+                found.append(json.loads(raw))
+        return found
+
+    def join(self) -> None:
+        """Register, after checking the secrets against every live replica. Raises
+        :class:`ReplicaConfigError` naming the variable that differs (never its value)."""
+        for other in self.live():
+            if other.get("id") == self.replica_id:
+                continue
+            where = f"replica {other.get('host')}:{other.get('pid')} ({other.get('api_url')})"
+            for field, var in (("agent_secret_fp", "GA_AGENT_SECRET"),
+                               ("api_token_fp", "GA_API_TOKEN")):
+                if other.get(field) != self.info[field]:
+                    raise ReplicaConfigError(
+                        f"{var} differs from the one of live {where} on this Redis; replicas "
+                        f"must share it (set the same {var} for every replica)")
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        self._r.set(keys.replica(self.replica_id), json.dumps(self.info),
+                    px=int(REPLICA_TTL_S * 1000))
+
+    def leave(self) -> None:
+        self._r.delete(keys.replica(self.replica_id))

@@ -1,0 +1,118 @@
+"""Leases with fencing on a real Redis: a replica that lost its lease (it paused past the TTL and
+another replica took the job) can no longer write the job."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
+from scheduler.controller.reconcile import reconcile_pass
+from scheduler.models import Job, JobState, utcnow
+from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys
+from scheduler.store.agents import AgentTokens
+from scheduler.store.leases import LeasedTask
+from tests.factories.jobs import spec
+
+
+def _job(store: Store, job_id: str = "j") -> Job:
+    now = utcnow()
+    job = Job(id=job_id, spec=spec(), created_at=now, updated_at=now)
+    job.record(JobState.PENDING, "submitted")
+    return store.jobs.create(job)
+
+
+def _expire(client, key: str) -> None:
+    """The TTL ran out (as while its holder was paused), without waiting for it."""
+    client.delete(key)
+
+
+def test_fences_grow_with_every_new_acquisition(redis_client):
+    a, b = Leases(redis_client, "a"), Leases(redis_client, "b")
+    key = keys.job_lease("j")
+    first = a.acquire(key, 5)
+    assert first.fence >= 1 and redis_client.get(key) == f"a/{first.fence}"
+    assert a.acquire(key, 5) == first  # a renewal keeps the fence
+    assert b.acquire(key, 5) is None
+    _expire(redis_client, key)
+    second = b.acquire(key, 5)
+    assert second.fence > first.fence
+    assert not a.renew(first, 5)  # the old acquisition cannot extend b's lease
+    assert not a.release(key)
+    _expire(redis_client, key)
+    third = a.acquire(key, 5)  # the same holder again: a new fence
+    assert third.fence > second.fence
+    assert a.renew(third, 5)
+
+
+def test_release_all_frees_every_lease_of_the_holder(redis_client):
+    a, b = Leases(redis_client, "a"), Leases(redis_client, "b")
+    for name in ("x", "y"):
+        assert a.acquire(keys.lease(name), 30)
+    assert a.release_all() == 2
+    assert all(b.acquire(keys.lease(name), 30) for name in ("x", "y"))
+
+
+def test_old_holders_save_is_refused_after_another_replica_took_the_lease(redis_client):
+    store = Store.over(redis_client)
+    job = _job(store)
+    key = keys.job_lease(job.id)
+    a, b = Leases(redis_client, "a"), Leases(redis_client, "b")
+    old = store.jobs.fenced(a.acquire(key, 5), 5)
+    mine = store.jobs.get(job.id)
+    mine.waiting_reason = "a writes this"
+    old.save(mine)  # while a holds the lease its saves land
+    old_copy = store.jobs.get(job.id)
+
+    _expire(redis_client, key)  # a pauses past the TTL ...
+    new = store.jobs.fenced(b.acquire(key, 5), 5)  # ... b takes the job, has not written yet
+
+    old_copy.waiting_reason = "a, after its pause"
+    with pytest.raises(LeaseLostError, match="lease a/"):
+        old.save(old_copy)  # the version still matches: only the fence stops it
+    assert store.jobs.get(job.id).waiting_reason == "a writes this"
+    fresh = store.jobs.get(job.id)
+    fresh.waiting_reason = "b"
+    assert new.save(fresh).waiting_reason == "b"
+
+
+def test_a_lapsed_lease_refuses_saves_and_a_fenced_save_renews_the_lease(redis_client):
+    store = Store.over(redis_client)
+    job = _job(store)
+    key = keys.job_lease(job.id)
+    jobs = store.jobs.fenced(Leases(redis_client, "a").acquire(key, 1), 60)
+    job = jobs.save(job)
+    assert redis_client.pttl(key) > 1000  # extended to 60 s by the save
+    _expire(redis_client, key)
+    with pytest.raises(LeaseLostError):  # nobody holds it: still not ours
+        jobs.save(job)
+    assert issubclass(LeaseLostError, StaleJobError)  # callers that retry stale jobs cope
+
+
+def _context(client, holder: str) -> Context:
+    base = Store.over(client)
+    store = Store(client, base.jobs, base.offers, base.agents, Leases(client, holder))
+    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
+                               tokens=AgentTokens(b"s"))
+    return Context(store=store, providers=ProviderRegistry(), bootstrap=bootstrap, owner="o")
+
+
+def test_reconcile_leaves_a_job_leased_by_another_replica_alone(redis_client):
+    a, b = _context(redis_client, "a"), _context(redis_client, "b")
+    job = _job(a.store)
+    assert b.store.leases.acquire(keys.job_lease(job.id), 30)
+    assert reconcile_pass(a) == 0
+    assert a.store.jobs.get(job.id).version == job.version
+    assert reconcile_pass(b) == 1  # the holder acts (no offers: it records why it waits)
+    assert b.store.jobs.get(job.id).waiting_reason
+
+
+def test_a_leased_task_runs_on_one_replica_and_moves_when_its_owner_is_gone(redis_client):
+    runs: list[str] = []
+    key = keys.lease("task")
+    a = LeasedTask(Leases(redis_client, "a"), key, 30, runs.append, "a")
+    b = LeasedTask(Leases(redis_client, "b"), key, 30, runs.append, "b")
+    a(), b(), a(), b()
+    assert runs == ["a", "a"]
+    _expire(redis_client, key)  # a died; its lease ran out
+    b(), a()
+    assert runs == ["a", "a", "b"]
