@@ -32,6 +32,7 @@ from scheduler.controller.context import AgentBootstrap, Context, ProviderRegist
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.notify.budget_webhook import WebhookDeliverer
+from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.provider_setup import (
     ProviderConfigError,
@@ -156,6 +157,8 @@ class Daemon:
             raise ProviderConfigError(str(exc)) from None
         self.redis = connect(settings.redis_url, home)
         self.store = Store.over(self.redis)
+        # Failed provider calls are counted in Redis for /metrics (the same on every replica).
+        self.providers = ProviderRegistry(counted(self.providers.adapters(), self.redis))
         # Several replicas on one Redis must use one owner id, one checkpoint store and the
         # same secrets (checked below, against the live replicas).
         store_url = shared_store_url(self.redis, settings.store_url,
@@ -239,7 +242,9 @@ class Daemon:
 
     def run(self) -> None:
         config = uvicorn.Config(self.app, host=self.settings.host, port=self.port,
-                                log_level="warning", access_log=False, lifespan="off")
+                                log_level="warning", access_log=False, lifespan="off",
+                                # uvicorn's records go through our handlers (text or JSON)
+                                log_config=None)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None
         api_thread = threading.Thread(target=self._server.run, name="api", daemon=True)

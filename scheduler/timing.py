@@ -79,6 +79,27 @@ BUDGET_WEBHOOK_ATTEMPTS = 3
 BUDGET_WEBHOOK_BATCH = 50
 BUDGET_WEBHOOK_LEASE_S = 60.0
 
+# --- observability (issue 7): event stream, /metrics ------------------------------------------
+
+# Job events kept in the Redis stream (approximate trim): ~100k events is days of a busy
+# installation and a few tens of MB; older events stay in each job's own timeline.
+EVENTS_STREAM_MAXLEN = 100_000
+# Longest a GET /v1/events may wait for new events: long enough for cheap follow loops, short
+# enough that a client's 30 s HTTP timeout and the API's worker threads are never exhausted.
+EVENTS_MAX_WAIT_S = 10.0
+# A waiting events request blocks on Redis in slices this long (XREAD BLOCK), so a Redis client
+# with a socket timeout of a few seconds never times out on an idle stream.
+EVENTS_BLOCK_SLICE_S = 1.0
+# Stream entries one events request reads at most while filtering by job, so a filter that
+# matches nothing costs a bounded scan; the cursor still advances past what was scanned.
+EVENTS_SCAN_MAX = 5_000
+# Buckets (s) of the offer poll latency histogram: replayed markets answer in ms, a cold poll
+# of many cloud regions takes tens of seconds.
+POLL_LATENCY_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# Buckets (s) of the reconcile pass duration histogram: the benchmark target is 1,000 jobs in
+# well under the 1 s reconcile interval.
+RECONCILE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
 # --- several replicas on one Redis (issue 7) ---------------------------------------------
 
 # A poller's lease lasts this many of its poll intervals (at least POLL_LEASE_MIN_S), so a

@@ -15,7 +15,9 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from scheduler.api import events as events_api
 from scheduler.api import history as history_api
+from scheduler.api import metrics as metrics_api
 from scheduler.api.auth import bearer, require_user
 from scheduler.api.limits import BodyLimitMiddleware
 from scheduler.checkpoints.objectstore import ObjectStore
@@ -113,6 +115,8 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
                                    min_vram_gib=min_vram_gib)
 
     app.include_router(history_api.router(store, objects))
+    app.include_router(events_api.router(store))
+    app.include_router(metrics_api.router(store))
 
     @app.post("/v1/agent/{instance_id}/report")
     async def agent_report(instance_id: str, request: Request) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
@@ -27,17 +26,20 @@ def daemon(
     host: str = typer.Option("127.0.0.1", help="API bind address"),
     port: int = typer.Option(0, help="API port (0: reuse the last one or pick a free one)"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
+    log_format: str = typer.Option("text", envvar="GA_LOG_FORMAT",
+                                   help="text, or json: one JSON object per line"),
 ) -> None:
     """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
     from scheduler.daemon import Daemon, DaemonAlreadyRunning, DaemonSettings
+    from scheduler.observability.logs import configure as configure_logs
     from scheduler.provider_setup import ProviderConfigError, load_config_file
     from scheduler.replicas import ReplicaConfigError
 
-    logging.basicConfig(level=log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Routine per-second chatter of the scheduler and HTTP client hides what matters.
-    for noisy in ("apscheduler", "httpx", "httpcore"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        configure_logs(log_level, log_format)
+    except ValueError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
     settings = DaemonSettings(host=host, port=port)
     if home:
         settings.home = home

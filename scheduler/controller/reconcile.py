@@ -22,6 +22,7 @@ from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
+from scheduler.observability.metrics import RECONCILE_SECONDS, timed
 from scheduler.store import LeaseLostError, StaleJobError, keys
 from scheduler.timing import JOB_LEASE_TTL_S
 
@@ -72,6 +73,7 @@ def reconcile_job(ctx: Context, job_id: str) -> Job | None:
     return step(ctx, job)
 
 
+@timed(RECONCILE_SECONDS)
 def reconcile_pass(ctx: Context) -> int:
     """One pass over every active job. Returns how many jobs changed. Never raises: a failing
     job is logged and retried next pass."""
@@ -111,5 +113,6 @@ def reconcile_pass(ctx: Context) -> int:
         except StaleJobError:
             log.debug("job %s changed under us; next pass", job_id)
         except Exception:
-            log.exception("reconcile of job %s failed; retrying next pass", job_id)
+            log.exception("reconcile of job %s failed; retrying next pass", job_id,
+                          extra={"job_id": job_id})
     return changed

@@ -17,6 +17,7 @@ from policies.observed_risk import blended_risk
 from providers.base import Provider
 from providers.errors import ProviderError
 from scheduler.models import Market, Offer, utcnow
+from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,13 @@ class OfferPoller:
         """Returns the number of offers stored (0 on failure)."""
         started = utcnow()
         try:
-            offers = self.provider.list_offers()
-            observations = self.provider.poll_prices(self.last_prices_at)
+            with POLL_SECONDS.labels(provider=self.provider.name).time():
+                offers = self.provider.list_offers()
+                observations = self.provider.poll_prices(self.last_prices_at)
         except ProviderError as exc:
             self.last_error = str(exc)
-            log.warning("poll of %s failed, keeping the last offers: %s", self.provider.name, exc)
+            log.warning("poll of %s failed, keeping the last offers: %s", self.provider.name, exc,
+                        extra={"provider": self.provider.name})
             return 0
         exposure = self.store.offers.spot_exposure()
         by_name: dict[str, list[Offer]] = defaultdict(list)

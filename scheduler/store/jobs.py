@@ -15,6 +15,7 @@ import redis
 
 from scheduler.models import Job, parse_lenient, utcnow
 from scheduler.store import keys
+from scheduler.store.job_writes import after_write
 from scheduler.store.leases import Lease
 from scheduler.timing import JOB_LOG_MAX_LINES
 
@@ -80,12 +81,13 @@ class JobStore:
                     raise LeaseLostError(f"job {job.id}: control lease {lease.value} lost "
                                          f"(now {pipe.get(lease.key) or 'free'})")
                 raw = pipe.get(key)
-                stored = parse_lenient(Job, raw).version if raw else None
+                previous = parse_lenient(Job, raw) if raw else None
+                stored = previous.version if previous else None
                 if stored != job.version:
                     raise StaleJobError(f"job {job.id}: stored v{stored}, writing from v{job.version}")
                 new = job.model_copy(update={"version": job.version + 1, "updated_at": utcnow()})
                 pipe.multi()
-                self._write(pipe, new)
+                self._write(pipe, new, previous)
                 if lease is not None and self._lease_ttl_ms:
                     pipe.pexpire(lease.key, self._lease_ttl_ms)
                 pipe.execute()
@@ -93,13 +95,14 @@ class JobStore:
             except redis.WatchError as exc:
                 raise StaleJobError(f"job {job.id} changed during the write") from exc
 
-    def _write(self, pipe: redis.client.Pipeline, job: Job) -> None:
+    def _write(self, pipe: redis.client.Pipeline, job: Job, previous: Job | None = None) -> None:
         pipe.set(keys.job(job.id), job.model_dump_json())
         pipe.zadd(keys.JOBS_INDEX, {job.id: int(job.created_at.timestamp() * 1000)})
         if job.state.is_terminal():
             pipe.srem(keys.ACTIVE_JOBS, job.id)
         else:
             pipe.sadd(keys.ACTIVE_JOBS, job.id)
+        after_write(pipe, previous, job)  # event stream, /metrics figures: same MULTI
 
     def active_ids(self) -> list[str]:
         return sorted(self._r.smembers(keys.ACTIVE_JOBS))

@@ -79,6 +79,14 @@ def owner_spend(owner: str) -> str:
     return f"{PREFIX}:spend:{{{owner}}}"
 
 
+# --- observability (issue 7): event stream, per-job summaries, counters shared by replicas ---
+EVENTS = f"{PREFIX}:events"                    # stream of job timeline events (capped)
+JOB_SUMMARIES = f"{PREFIX}:jobs:summary"       # hash job_id -> compact JSON (state, money saved)
+METRIC_PREEMPTIONS = f"{PREFIX}:metrics:preemptions"  # hash provider -> placements preempted
+METRIC_MIGRATIONS = f"{PREFIX}:metrics:migrations"    # hash reason -> migrations started
+METRIC_PROVIDER_ERRORS = f"{PREFIX}:metrics:provider-errors"  # hash "provider|op|kind" -> n
+
+
 # --- several replicas (issue 7): fences, service leases, what replicas must share ---------
 SHARED_OWNER = f"{PREFIX}:config:owner"          # instance ownership tag of this installation
 SHARED_STORE_URL = f"{PREFIX}:config:store-url"  # checkpoint store URL every replica uses

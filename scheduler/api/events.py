@@ -1,0 +1,45 @@
+"""``GET /v1/events``: the job event stream (user token required).
+
+Query parameters:
+
+- **after** (optional): the ``next`` cursor of a previous answer; events after it, oldest
+  first. Without it: the most recent ``limit`` events.
+- **limit**: at most this many events (1–1000, default 100).
+- **job** (optional): only this job's events.
+- **wait_s**: with ``after``, wait up to this many seconds (0–10) for an event when there is
+  none yet (long polling, for ``schedctl events --follow``).
+
+Answers ``{"events": [{"id", "job_id", "attempt", "state", "message", "at", "kind"?,
+"offer"?, "price_usd_per_hour"?}], "next": "<cursor>"}``; a malformed ``after`` answers 422
+naming the field. Events come from :mod:`scheduler.store.events`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from scheduler.api.auth import require_user
+from scheduler.store import Store
+from scheduler.store.events import STREAM_ID_RE, EventStream
+from scheduler.timing import EVENTS_MAX_WAIT_S
+
+
+def router(store: Store) -> APIRouter:
+    """The events route over ``store``."""
+    stream = EventStream(store.redis)
+    api = APIRouter(dependencies=[Depends(require_user)])
+
+    @api.get("/v1/events")
+    def events(after: str | None = Query(None, max_length=41, pattern=STREAM_ID_RE.pattern),
+               limit: int = Query(100, ge=1, le=1000),
+               job: str | None = Query(None, min_length=1, max_length=200),
+               wait_s: float = Query(0.0, ge=0, le=EVENTS_MAX_WAIT_S)) -> dict[str, Any]:
+        try:
+            page = stream.read(after, limit, job, wait_s)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return {"events": page.events, "next": page.next}
+
+    return api

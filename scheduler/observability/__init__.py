@@ -1,0 +1,8 @@
+"""Observability: ``/metrics`` (Prometheus), structured logs, provider error counting.
+
+- :mod:`scheduler.observability.metrics`: the per-app registry and this process's histograms.
+- :mod:`scheduler.observability.providers`: a provider wrapper counting failed calls in Redis.
+- :mod:`scheduler.observability.logs`: text or JSON log lines for the daemon.
+
+The job event stream is :mod:`scheduler.store.events` (``GET /v1/events``, ``schedctl events``).
+"""

@@ -1,0 +1,120 @@
+"""Prometheus metrics of the daemon, served at ``/metrics`` (:mod:`scheduler.api.metrics`).
+
+Two kinds of figures:
+
+- **Shared by all replicas, read from Redis at scrape time** (:class:`StoreCollector`): jobs
+  by state, preemptions, migrations by reason, money saved, provider errors. They are kept in
+  Redis beside each job write (:mod:`scheduler.store.job_stats`), so any replica's
+  ``/metrics`` gives the same totals; sum nothing across replicas for these.
+- **Process-local timings** (:data:`POLL_SECONDS`, :data:`RECONCILE_SECONDS`): histograms of
+  this process's offer polls and reconcile passes; aggregate them across replicas in PromQL.
+
+The histograms live in a registry of their own (:data:`PROCESS_REGISTRY`, not
+prometheus_client's global one) and each app gets its own :class:`CollectorRegistry` from
+:func:`registry_for`, so building many apps in one process (tests) never collides.
+
+Metric names (units in the names, ``_total`` on counters as Prometheus expects):
+
+- ``ga_jobs{state}`` gauge
+- ``ga_preemptions_total{provider}`` counter
+- ``ga_migrations_total{reason}`` counter (``preemption`` | ``price`` | ``lost``)
+- ``ga_money_saved_usd`` gauge: Σ over jobs of (on-demand reference cost − actual cost)
+- ``ga_provider_errors_total{provider,operation,error}`` counter
+- ``ga_offer_poll_seconds{provider}`` histogram
+- ``ga_reconcile_pass_seconds`` histogram
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from scheduler.store.job_stats import JobStats
+from scheduler.timing import POLL_LATENCY_BUCKETS_S, RECONCILE_BUCKETS_S
+
+PROCESS_REGISTRY = CollectorRegistry(auto_describe=True)
+
+POLL_SECONDS = Histogram(
+    "ga_offer_poll_seconds", "Seconds one offer poll of a provider took (offers and prices), "
+    "failed polls included", ["provider"], buckets=POLL_LATENCY_BUCKETS_S,
+    registry=PROCESS_REGISTRY)
+RECONCILE_SECONDS = Histogram(
+    "ga_reconcile_pass_seconds", "Seconds one reconcile pass over the active jobs took",
+    buckets=RECONCILE_BUCKETS_S, registry=PROCESS_REGISTRY)
+
+F = TypeVar("F", bound=Callable)
+
+
+def timed(histogram: Histogram) -> Callable[[F], F]:
+    """Decorator: observe each call's wall seconds in ``histogram`` (raising calls too)."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            with histogram.time():
+                return fn(*args, **kwargs)
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+class StoreCollector(Collector):
+    """Builds the Redis-backed metrics at each scrape: three small HGETALLs and a ZCARD,
+    whatever the number of jobs (their figures are pre-computed per job write)."""
+
+    def __init__(self, stats: JobStats, clock: Callable[[], float] = time.time) -> None:
+        self._stats = stats
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        totals = self._stats.totals(self._clock())
+        jobs = GaugeMetricFamily("ga_jobs", "Jobs by state", labels=["state"])
+        for state, count in totals.by_state.items():
+            jobs.add_metric([state], count)
+        yield jobs
+        yield GaugeMetricFamily(
+            "ga_money_saved_usd", "USD saved against running every job on its cheapest eligible "
+            "on-demand offer (sum over jobs of reference cost minus actual cost)",
+            value=totals.saved_usd)
+        counters = self._stats.counters()
+        yield _counter("ga_preemptions", "Placements ended by a spot preemption",
+                       ["provider"], {(k,): v for k, v in counters["preemptions"].items()})
+        yield _counter("ga_migrations", "Migrations started, by reason (preemption: the spot "
+                       "instance was reclaimed; price: a cheaper offer; lost: the instance "
+                       "vanished)", ["reason"],
+                       {(k,): v for k, v in counters["migrations"].items()})
+        yield _counter("ga_provider_errors", "Provider calls that failed, by provider, "
+                       "operation and error type", ["provider", "operation", "error"],
+                       {tuple(k.split("|", 2)): v
+                        for k, v in counters["provider_errors"].items() if k.count("|") == 2})
+
+    def describe(self) -> list[Metric]:
+        return []  # no scrape at registration time (Redis may be down then)
+
+
+def _counter(name: str, doc: str, labels: list[str],
+             values: dict[tuple[str, ...], int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for label_values, value in sorted(values.items()):
+        family.add_metric(list(label_values), value)
+    return family
+
+
+class _ProcessMetrics(Collector):
+    """This process's histograms, exposed through a per-app registry."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from PROCESS_REGISTRY.collect()
+
+
+def registry_for(stats: JobStats) -> CollectorRegistry:
+    """A fresh registry serving the shared (Redis) figures of ``stats`` and this process's
+    histograms."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(stats))
+    registry.register(_ProcessMetrics())
+    return registry

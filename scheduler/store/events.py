@@ -1,0 +1,135 @@
+"""The job event stream: every job timeline event, also in one capped Redis stream.
+
+Each :class:`~scheduler.models.JobEvent` a job write adds is XADDed to ``ga:events`` in the
+same MULTI as the job itself (:func:`publish`, called by :mod:`scheduler.store.job_writes`), so
+an event is in the stream if and only if its job write committed, on whichever replica made it.
+The stream is trimmed approximately to ``EVENTS_STREAM_MAXLEN`` entries.
+
+An entry's fields (all strings; absent when unknown): ``job_id``, ``attempt``, ``state``,
+``message``, ``kind``, ``offer`` (series key), ``price_usd_per_hour``, ``at`` (ISO 8601 UTC).
+Readers get them as dicts with ``id`` (the stream id, the cursor), ``attempt`` as int and the
+price as float (:meth:`EventStream.read`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from scheduler.models import Job
+from scheduler.store import keys
+from scheduler.timing import EVENTS_BLOCK_SLICE_S, EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
+
+# A stream id as Redis writes it: "<ms>-<seq>"; "0-0" (or "0") means "from the beginning".
+STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+
+
+def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
+    """Queue an XADD on ``pipe`` (inside its MULTI) for each event of ``job`` past the first
+    ``already`` (the count the stored version had)."""
+    for event in job.events[already:]:
+        fields = {"job_id": job.id, "attempt": str(job.attempt), "state": event.state.value,
+                  "message": event.message, "at": event.at.isoformat()}
+        kind = getattr(event, "kind", None)
+        if kind:
+            fields["kind"] = kind
+        if event.offer:
+            fields["offer"] = event.offer
+        if event.price_usd_per_hour is not None:
+            fields["price_usd_per_hour"] = repr(event.price_usd_per_hour)
+        pipe.xadd(keys.EVENTS, fields, maxlen=EVENTS_STREAM_MAXLEN, approximate=True)
+
+
+@dataclass
+class EventPage:
+    """Events in stream order and the cursor to pass as ``after`` for the ones that follow."""
+
+    events: list[dict[str, Any]]
+    next: str
+
+
+def _decode(entry_id: str, fields: dict[str, str]) -> dict[str, Any]:
+    event: dict[str, Any] = {"id": entry_id, **fields}
+    if "attempt" in event:
+        event["attempt"] = int(event["attempt"])
+    if "price_usd_per_hour" in event:
+        event["price_usd_per_hour"] = float(event["price_usd_per_hour"])
+    return event
+
+
+class EventStream:
+    """Reads of ``ga:events``. Thread-safe (one redis-py client)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+
+    def read(self, after: str | None = None, limit: int = 100, job_id: str | None = None,
+             wait_s: float = 0.0) -> EventPage:
+        """Events after the cursor ``after``, oldest first, at most ``limit``.
+
+        - **after**: a stream id from a previous page's ``next``; ``None`` gives the most recent
+          ``limit`` events (what ``schedctl events`` shows first).
+        - **job_id**: only this job's events. The scan reads at most ``EVENTS_SCAN_MAX`` entries
+          per call; ``next`` moves past everything scanned, matching or not.
+        - **wait_s**: when nothing new is there yet, wait up to this many seconds for it.
+
+        Raises ``ValueError`` for a malformed ``after``; ``redis.RedisError`` when Redis fails.
+        """
+        if after is None:
+            return self._recent(limit, job_id)
+        if not STREAM_ID_RE.match(after):
+            raise ValueError("after: must be a stream id like 1764520000000-0 (from 'next')")
+        deadline = time.monotonic() + max(0.0, wait_s)
+        page = self._forward(after, limit, job_id)
+        while not page.events and time.monotonic() < deadline:
+            slice_s = min(EVENTS_BLOCK_SLICE_S, deadline - time.monotonic())
+            if slice_s <= 0:
+                break
+            if self._r.xread({keys.EVENTS: page.next}, count=1, block=max(1, int(slice_s * 1000))):
+                page = self._forward(page.next, limit, job_id)
+        return page
+
+    def _forward(self, after: str, limit: int, job_id: str | None) -> EventPage:
+        """Scan forward from ``after`` (exclusive) until ``limit`` matches or the scan cap."""
+        events, last = self._scan(
+            lambda cursor, n: self._r.xrange(keys.EVENTS, min=f"({cursor}", count=n),
+            after, limit, job_id)
+        return EventPage(events, last or after)
+
+    def _recent(self, limit: int, job_id: str | None) -> EventPage:
+        """The last ``limit`` (matching) events, oldest first; ``next`` is the stream's end."""
+        newest = self._r.xrevrange(keys.EVENTS, count=1)
+        if not newest:
+            return EventPage([], "0-0")
+        events, _ = self._scan(
+            lambda cursor, n: self._r.xrevrange(
+                keys.EVENTS, max=cursor if cursor == "+" else f"({cursor}", count=n),
+            "+", limit, job_id)
+        events.reverse()
+        return EventPage(events, newest[0][0])
+
+    @staticmethod
+    def _scan(fetch, start: str, limit: int,
+              job_id: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        """Page through ``fetch(cursor, count)`` (entries after ``cursor`` in its direction)
+        collecting up to ``limit`` matches within ``EVENTS_SCAN_MAX`` entries; returns them and
+        the id of the last entry scanned (``None`` if none)."""
+        events: list[dict[str, Any]] = []
+        cursor, last, scanned = start, None, 0
+        batch = limit if job_id is None else min(EVENTS_SCAN_MAX, max(limit, 500))
+        while len(events) < limit and scanned < EVENTS_SCAN_MAX:
+            entries = fetch(cursor, batch)
+            for entry_id, fields in entries:
+                scanned += 1
+                cursor = last = entry_id
+                if job_id is None or fields.get("job_id") == job_id:
+                    events.append(_decode(entry_id, fields))
+                    if len(events) == limit:
+                        break
+            if len(entries) < batch:
+                break
+        return events, last

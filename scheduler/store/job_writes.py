@@ -1,0 +1,17 @@
+"""What every job write publishes besides the job document, in the same MULTI: the new
+timeline events to the event stream (:mod:`scheduler.store.events`) and the job's figures and
+counters for ``/metrics`` (:mod:`scheduler.store.job_stats`). So both exist if and only if the
+write committed."""
+
+from __future__ import annotations
+
+import redis
+
+from scheduler.models import Job
+from scheduler.store import events, job_stats
+
+
+def after_write(pipe: redis.client.Pipeline, previous: Job | None, job: Job) -> None:
+    """Queue the side writes of replacing ``previous`` (``None``: a new job) with ``job``."""
+    events.publish(pipe, job, len(previous.events) if previous else 0)
+    job_stats.record(pipe, previous, job)

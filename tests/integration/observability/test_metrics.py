@@ -1,0 +1,138 @@
+"""``/metrics`` against a real Redis: jobs submitted and driven through states, scraped and
+parsed with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from providers.errors import CapacityError, TransientError
+from scheduler.api.app import create_app
+from scheduler.checkpoints.local import LocalObjectStore
+from scheduler.controller.reconcile import reconcile_pass
+from scheduler.models import JobState, PlacementEnd
+from scheduler.observability.providers import CountedProvider
+from scheduler.poller.offers import OfferPoller
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+from scheduler.store.job_stats import JobStats
+from tests.factories.offers import offer
+from tests.integration.observability.conftest import TOKEN, end, place, submit
+
+
+def scrape(api) -> dict[str, dict[tuple, float]]:
+    """``{sample name: {sorted label items: value}}`` of one scrape."""
+    response = api.client.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    samples: dict[str, dict[tuple, float]] = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def test_metrics_need_the_user_token(api):
+    assert api.client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert api.client.get("/metrics", headers={"Authorization": ""}).status_code == 401
+
+
+def test_jobs_by_state_preemptions_migrations_and_money_saved(api):
+    ids = [submit(api, f"job{i}") for i in range(5)]
+    # job0: preempted on aws (migration), placed again on aliyun and still running
+    place(api.store, ids[0], 1.0, hours_ago=2)
+    end(api.store, ids[0], PlacementEnd.PREEMPTED, JobState.MIGRATING, "preempted")
+    place(api.store, ids[0], 0.5, provider="aliyun", hours_ago=1)
+    # job1: moved for price (migration), then succeeded
+    place(api.store, ids[1], 2.0, hours_ago=1)
+    end(api.store, ids[1], PlacementEnd.MOVED, JobState.MIGRATING, "cheaper offer")
+    place(api.store, ids[1], 1.0, hours_ago=1)
+    end(api.store, ids[1], PlacementEnd.SUCCEEDED, JobState.SUCCEEDED, "done")
+    # job2: preempted and then failed for good (a preemption, but no migration)
+    place(api.store, ids[2], 1.0, hours_ago=1)
+    end(api.store, ids[2], PlacementEnd.PREEMPTED, JobState.FAILED, "gave up")
+    # job3: lost instance (migration); job4 stays pending; no on-demand reference on job3
+    place(api.store, ids[3], 1.0, ref=None, hours_ago=1)
+    end(api.store, ids[3], PlacementEnd.LOST, JobState.PENDING, "instance lost")
+
+    samples = scrape(api)
+    jobs = {dict(k)["state"]: v for k, v in samples["ga_jobs"].items()}
+    assert jobs == {"pending": 2, "provisioning": 0, "running": 1, "checkpointing": 0,
+                    "migrating": 0, "succeeded": 1, "failed": 1, "cancelled": 0, "stopped": 0}
+    assert samples["ga_preemptions_total"] == {(("provider", "aws"),): 2}
+    assert samples["ga_migrations_total"] == {(("reason", "preemption"),): 1,
+                                              (("reason", "price"),): 1,
+                                              (("reason", "lost"),): 1}
+    # Σ (reference 3.0 − price) × hours: job0 2 h × 2.0 + ≥1 h × 2.5 (running), job1 1 h × 1.0
+    # + 1 h × 2.0, job2 1 h × 2.0; job3 has no reference.
+    saved = samples["ga_money_saved_usd"][()]
+    expected = 4.0 + 2.5 + 1.0 + 2.0 + 2.0
+    assert expected - 0.01 < saved < expected + 0.1
+    # The same as the jobs' own figures (on-demand reference cost − actual cost).
+    own = sum(j.on_demand_cost_usd() - j.cost_usd() for j in api.store.jobs.list(100)
+              if j.on_demand_reference_usd_per_hour is not None)
+    assert abs(own - saved) < 0.1
+
+
+def test_counters_are_shared_by_apps_over_one_redis_and_summaries_backfill(api, redis_client,
+                                                                            tmp_path):
+    ids = [submit(api, f"job{i}") for i in range(3)]
+    place(api.store, ids[0], 1.0)
+    end(api.store, ids[0], PlacementEnd.PREEMPTED, JobState.MIGRATING, "preempted")
+    # A second replica's app over the same Redis reports the same totals; jobs written before
+    # summaries existed are counted from their documents.
+    redis_client.hdel("ga:jobs:summary", ids[1], ids[2])
+    other = create_app(Store.over(redis_client), LocalObjectStore(tmp_path / "o2"),
+                       AgentTokens(b"s"), TOKEN)
+    from fastapi.testclient import TestClient
+    second = type(api)(TestClient(other, headers={"Authorization": f"Bearer {TOKEN}"}),
+                       api.store, other)
+    first, again = scrape(api), scrape(second)
+    for name in ("ga_jobs", "ga_preemptions_total", "ga_migrations_total"):
+        assert first[name] == again[name]
+    assert {dict(k)["state"]: v for k, v in again["ga_jobs"].items()}["pending"] == 2
+    assert redis_client.hlen("ga:jobs:summary") == 3
+
+
+class Failing:
+    name = "flaky"
+    time_scale = 1.0
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def list_offers(self):
+        raise self.error
+
+    def poll_prices(self, since=None):
+        return []
+
+    def launch(self, request):
+        raise CapacityError("no capacity in flaky-1a")
+
+
+def test_provider_errors_and_poll_latency(api, redis_client):
+    counted = CountedProvider(Failing(TransientError("throttled")), JobStats(redis_client))
+    assert OfferPoller(api.store, counted)() == 0
+    assert OfferPoller(api.store, counted)() == 0
+    with pytest.raises(CapacityError):
+        counted.launch(None)
+    assert counted.time_scale == 1.0  # everything else is the adapter's own
+    OfferPoller(api.store, type("Ok", (), {"name": "okcloud", "time_scale": 1.0,
+                                           "list_offers": lambda self: [offer(provider="okcloud")],
+                                           "poll_prices": lambda self, since=None: []})())()
+
+    samples = scrape(api)
+    errors = {tuple(v for _, v in k): n for k, n in samples["ga_provider_errors_total"].items()}
+    assert errors == {("TransientError", "list_offers", "flaky"): 2,
+                      ("CapacityError", "launch", "flaky"): 1}
+    counts = {dict(k)["provider"]: v for k, v in samples["ga_offer_poll_seconds_count"].items()}
+    assert counts["flaky"] >= 2 and counts["okcloud"] >= 1
+
+
+def test_reconcile_pass_duration_is_observed(api):
+    from scheduler.controller.context import Context, ProviderRegistry
+    before = scrape(api).get("ga_reconcile_pass_seconds_count", {}).get((), 0)
+    ctx = Context(store=api.store, providers=ProviderRegistry([]), bootstrap=None, owner="t")
+    reconcile_pass(ctx)
+    assert scrape(api)["ga_reconcile_pass_seconds_count"][()] == before + 1
