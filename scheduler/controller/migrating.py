@@ -21,6 +21,22 @@ from scheduler.models import Job, JobState, StopKind, StopRequest
 # Reasons of should_migrate that move the job to another offer now.
 _MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
 
+# (job id, placement decided-at) -> controller-clock time (epoch s) of its last review. Prices
+# change only at offer polls, so one review per placement per poll interval is enough; this
+# keeps a pass over many running jobs cheap. Losing it (restart, another replica) only brings a
+# review forward.
+_reviewed: dict[tuple[str, float], float] = {}
+_REVIEWED_MAX = 100_000
+
+
+def _due(key: tuple[str, float], now: float, every_s: float) -> bool:
+    if now - _reviewed.get(key, -float("inf")) < every_s:
+        return False
+    if len(_reviewed) >= _REVIEWED_MAX:
+        _reviewed.clear()
+    _reviewed[key] = now
+    return True
+
 
 def consider_move(ctx: Context, job: Job) -> Job | None:
     """Request a checkpoint-and-move when v2 says it pays; ``None`` when the job stays."""
@@ -29,6 +45,9 @@ def consider_move(ctx: Context, job: Job) -> Job | None:
             or placement is None or placement.instance_id is None:
         return None
     snap = snapshot(ctx)
+    if not _due((job.id, placement.decided_at.timestamp()), ctx.clock().timestamp(),
+                snap.poll_s):
+        return None
     inputs = job_inputs(ctx, snap, job)
     if int(inputs.jobs.current[0]) == NO_OFFER:
         return None  # its offer is not listed now: nothing to compare it with

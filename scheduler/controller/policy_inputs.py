@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,10 @@ class MarketSnapshot:
     - **samples**: ``(m, T)`` bool availability at the last ``T`` polls, or ``None``.
     - **gap_h**: market hours between two samples. **time_scale**: market s per wall s.
     - **budgets**: per-user limits and the webhook switch (:class:`BudgetSettings`).
+    - **poll_s**: wall seconds between offer polls (prices change no more often).
+
+    Market views are cached per distinct eligibility row: jobs with the same constraints share
+    one (building a view from 288 samples per offer is the costly part).
     """
 
     offers: list[Offer]
@@ -49,6 +53,15 @@ class MarketSnapshot:
     gap_h: float
     time_scale: float
     budgets: BudgetSettings
+    poll_s: float = OFFER_POLL_S
+    views: dict[bytes, tuple[OfferTable, MarketView]] = field(default_factory=dict)
+
+    def market(self, eligible: np.ndarray) -> tuple[OfferTable, MarketView]:
+        """:func:`market_view` for one job's ``(1, m)`` eligibility, cached."""
+        key = np.packbits(eligible).tobytes()
+        if key not in self.views:
+            self.views[key] = market_view(self.offers, eligible, self.samples, self.gap_h)
+        return self.views[key]
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,7 @@ def snapshot(ctx: Context) -> MarketSnapshot:
         unavailable=np.array([o.key in gone for o in offers], dtype=bool),
         samples=sample_matrix(store.offers.samples([o.key.series() for o in offers])),
         gap_h=poll_s * scale / 3600.0, time_scale=scale,
-        budgets=SpendStore(store.redis).settings(),
+        budgets=SpendStore(store.redis).settings(), poll_s=poll_s,
     )
     _last[:] = [(ctx.observed, time.monotonic(), snap)]
     return snap
@@ -120,7 +133,7 @@ def job_inputs(ctx: Context, snap: MarketSnapshot, job: Job) -> JobInputs:
     move) is estimated from the current attempt's running hours."""
     now = ctx.clock()
     eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
-    table, market = market_view(snap.offers, eligible, snap.samples, snap.gap_h)
+    table, market = snap.market(eligible)
     user_limit = snap.budgets.users.get(job.spec.owner)
     user_spent = SpendStore(ctx.store.redis).owner_total(job.spec.owner) if user_limit else 0.0
     placement = job.placement

@@ -23,7 +23,12 @@ from typing import Any
 
 import httpx
 import redis
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from scheduler.store import keys
 from scheduler.timing import (

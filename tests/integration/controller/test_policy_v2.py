@@ -6,27 +6,23 @@ moved forward to let market time pass (the replay market runs 60x: 1 wall s = 1 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from providers.replay import ReplayProvider, shutdown_cloud
 from scheduler.api.app import _command_for
-from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from scheduler.models.agents import AgentAction, AgentPhase, AgentReport
 from scheduler.notify.budget_webhook import BudgetOutbox, WebhookDeliverer
 from scheduler.poller.offers import OfferPoller
-from scheduler.store import Store, keys
-from scheduler.store.agents import AgentTokens
+from scheduler.store import keys
 from scheduler.store.spend import BudgetSettings, SpendStore
 from tests.factories.jobs import spec
+from tests.integration.controller.conftest import controller_context
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 MARKET = """
 name: v2test
 time_scale: 60
@@ -43,22 +39,14 @@ offers:
 
 
 @pytest.fixture
-def provider(tmp_path):
-    (tmp_path / "market.yaml").write_text(MARKET)
-    p = ReplayProvider(tmp_path / "market.yaml", tmp_path / "cloud", SLEEPER)
-    yield p
-    p.close()
-    shutdown_cloud(tmp_path / "cloud")
+def provider(replay_market):
+    return replay_market(MARKET)
 
 
 @pytest.fixture
 def ctx(redis_client, provider):
-    store = Store.over(redis_client)
-    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
-                               tokens=AgentTokens(b"s"))
-    ctx = Context(store=store, providers=ProviderRegistry([provider]), bootstrap=bootstrap,
-                  owner="ga-test")
-    OfferPoller(store, provider)()
+    ctx = controller_context(redis_client, provider)
+    OfferPoller(ctx.store, provider)()
     return ctx
 
 
@@ -185,7 +173,7 @@ def test_a_preemption_during_a_move_counts_as_a_preemption(ctx):
     assert job.state is JobState.MIGRATING
 
 
-def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx):
+def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx, receiver):
     SpendStore(ctx.store.redis).publish_settings(BudgetSettings(webhook=True))
     # dear spot $0.60/h at 60x: $0.01 per wall second. Budget $1: 80 % after 80 s.
     job = _running_on_dear_with(ctx, budget_usd=1.0, owner="alice")
@@ -218,6 +206,9 @@ def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx):
         (job.id, "alice", "job", 0.8), (job.id, "alice", "job", 0.9),
         (job.id, "alice", "job", 1.0)]
     assert payloads[0]["budget_usd"] == 1.0 and payloads[0]["spent_usd"] >= 0.8
+    # The daemon's delivery job POSTs them to the configured webhook.
+    assert WebhookDeliverer(ctx.store.redis, receiver.url)() == 3
+    assert receiver.bodies == payloads
 
 
 def _running_on_dear_with(ctx, **overrides) -> Job:

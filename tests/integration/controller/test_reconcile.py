@@ -3,25 +3,20 @@ only sleep; agent reports are written as the API would write them)."""
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 
 import pytest
 
 from providers.base import LaunchRequest
-from providers.replay import ReplayProvider, shutdown_cloud
-from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.models import TAG_JOB, TAG_OWNER, Job, JobState, Market, utcnow
 from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.models.instances import PreemptionNotice
-from scheduler.store import Store
-from scheduler.store.agents import AgentTokens
 from scheduler.timing import ORPHAN_GRACE_S
 from tests.factories.jobs import spec
+from tests.integration.controller.conftest import controller_context
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 MARKET = """
 name: ctest
 time_scale: 60
@@ -37,24 +32,13 @@ offers:
 
 
 @pytest.fixture
-def provider(tmp_path):
-    folder = tmp_path / "market"
-    folder.mkdir()
-    (folder / "gone.json").write_text('{"metadata": {"gap_seconds": 60}, "data": [0]}')
-    (folder / "market.yaml").write_text(MARKET)
-    p = ReplayProvider(folder / "market.yaml", tmp_path / "cloud", SLEEPER)
-    yield p
-    p.close()
-    shutdown_cloud(tmp_path / "cloud")
+def provider(replay_market):
+    return replay_market(MARKET, {"gone.json": '{"metadata": {"gap_seconds": 60}, "data": [0]}'})
 
 
 @pytest.fixture
 def ctx(redis_client, provider):
-    store = Store.over(redis_client)
-    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
-                               tokens=AgentTokens(b"s"))
-    return Context(store=store, providers=ProviderRegistry([provider]), bootstrap=bootstrap,
-                   owner="ga-test")
+    return controller_context(redis_client, provider)
 
 
 def _submit(ctx, **overrides) -> Job:
