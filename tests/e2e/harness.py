@@ -21,9 +21,12 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 class DaemonProcess:
     """One ``schedctl daemon`` on a state folder; can be killed and started again."""
 
-    def __init__(self, home: Path, market: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, home: Path, market: Path, env: dict[str, str] | None = None,
+                 args: list[str] | None = None) -> None:
         self.home = home
         self.market = market
+        # Daemon options in place of ``--market MARKET`` (e.g. ``--config``, ``--port``).
+        self.args = args if args is not None else ["--market", str(market)]
         self.env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
         self.env.update({"GA_HOME": str(home), **(env or {})})
         self.proc: subprocess.Popen | None = None
@@ -35,7 +38,7 @@ class DaemonProcess:
         log = open(self.home / f"daemon-{self.starts}.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "daemon", "--home", str(self.home),
-             "--market", str(self.market), "--log-level", "DEBUG"],
+             *self.args, "--log-level", "DEBUG"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
