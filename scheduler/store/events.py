@@ -44,6 +44,18 @@ def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
         pipe.xadd(keys.EVENTS, fields, maxlen=EVENTS_STREAM_MAXLEN, approximate=True)
 
 
+_MAX_PART = 2**64 - 1
+_LAST_ID = f"{_MAX_PART}-{_MAX_PART}"
+
+
+def _cursor(after: str) -> str:
+    """``after`` as a full ``ms-seq`` id. Raises ``ValueError`` naming the field."""
+    ms, _, seq = after.partition("-")
+    if not STREAM_ID_RE.match(after) or int(ms) > _MAX_PART or int(seq or 0) > _MAX_PART:
+        raise ValueError("after: must be a stream id like 1764520000000-0 (from 'next')")
+    return f"{int(ms)}-{int(seq or 0)}"
+
+
 @dataclass
 class EventPage:
     """Events in stream order and the cursor to pass as ``after`` for the ones that follow."""
@@ -81,8 +93,9 @@ class EventStream:
         """
         if after is None:
             return self._recent(limit, job_id)
-        if not STREAM_ID_RE.match(after):
-            raise ValueError("after: must be a stream id like 1764520000000-0 (from 'next')")
+        after = _cursor(after)
+        if after == _LAST_ID:
+            return EventPage([], after)  # nothing can follow it
         deadline = time.monotonic() + max(0.0, wait_s)
         page = self._forward(after, limit, job_id)
         while not page.events and time.monotonic() < deadline:

@@ -81,7 +81,12 @@ def owner_spend(owner: str) -> str:
 
 # --- observability (issue 7): event stream, per-job summaries, counters shared by replicas ---
 EVENTS = f"{PREFIX}:events"                    # stream of job timeline events (capped)
-JOB_SUMMARIES = f"{PREFIX}:jobs:summary"       # hash job_id -> compact JSON (state, money saved)
+JOB_SUMMARIES = f"{PREFIX}:jobs:summary"       # hash active job_id -> JSON (state, money saved)
+JOBS_FINISHED = f"{PREFIX}:jobs:finished"      # hash finished job_id -> USD saved (counted below)
+METRIC_FINISHED_STATES = f"{PREFIX}:metrics:finished"  # hash terminal state -> finished jobs
+METRIC_FINISHED_SAVED = f"{PREFIX}:metrics:finished-saved-usd"  # float: USD saved, finished jobs
+METRIC_BACKFILLED = f"{PREFIX}:metrics:backfilled"  # set once jobs stored before the figures
+                                                    # existed were counted (a lock while it runs)
 METRIC_PREEMPTIONS = f"{PREFIX}:metrics:preemptions"  # hash provider -> placements preempted
 METRIC_MIGRATIONS = f"{PREFIX}:metrics:migrations"    # hash reason -> migrations started
 METRIC_PROVIDER_ERRORS = f"{PREFIX}:metrics:provider-errors"  # hash "provider|op|kind" -> n

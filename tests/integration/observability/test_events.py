@@ -54,14 +54,18 @@ def test_cursor_limit_job_filter_and_kind(api):
     rest = api.client.get("/v1/events", params={"after": page["next"], "job": a}).json()
     assert [e["message"] for e in rest["events"]] == ["budget 80% reached"]
     assert api.client.get("/v1/events", params={"job": "nope"}).json()["events"] == []
+    last = f"{2**64 - 1}-{2**64 - 1}"
+    assert api.client.get("/v1/events", params={"after": last}).json() == {"events": [],
+                                                                          "next": last}
 
 
 @pytest.mark.parametrize("params", [{"after": "yesterday"}, {"limit": 0}, {"limit": 5000},
-                                    {"wait_s": 11}, {"after": "1-2-3"}])
+                                    {"wait_s": 11}, {"after": "1-2-3"},
+                                    {"after": "99999999999999999999-0"}])
 def test_bad_parameters_are_refused_by_name(api, params):
     response = api.client.get("/v1/events", params=params)
     assert response.status_code == 422
-    assert list(params)[0] in response.text
+    assert next(iter(params)) in response.text
 
 
 def test_events_need_the_user_token(api):

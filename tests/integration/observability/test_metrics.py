@@ -4,6 +4,7 @@ parsed with prometheus_client's own parser."""
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from providers.errors import CapacityError, TransientError
@@ -38,23 +39,7 @@ def test_metrics_need_the_user_token(api):
 
 
 def test_jobs_by_state_preemptions_migrations_and_money_saved(api):
-    ids = [submit(api, f"job{i}") for i in range(5)]
-    # job0: preempted on aws (migration), placed again on aliyun and still running
-    place(api.store, ids[0], 1.0, hours_ago=2)
-    end(api.store, ids[0], PlacementEnd.PREEMPTED, JobState.MIGRATING, "preempted")
-    place(api.store, ids[0], 0.5, provider="aliyun", hours_ago=1)
-    # job1: moved for price (migration), then succeeded
-    place(api.store, ids[1], 2.0, hours_ago=1)
-    end(api.store, ids[1], PlacementEnd.MOVED, JobState.MIGRATING, "cheaper offer")
-    place(api.store, ids[1], 1.0, hours_ago=1)
-    end(api.store, ids[1], PlacementEnd.SUCCEEDED, JobState.SUCCEEDED, "done")
-    # job2: preempted and then failed for good (a preemption, but no migration)
-    place(api.store, ids[2], 1.0, hours_ago=1)
-    end(api.store, ids[2], PlacementEnd.PREEMPTED, JobState.FAILED, "gave up")
-    # job3: lost instance (migration); job4 stays pending; no on-demand reference on job3
-    place(api.store, ids[3], 1.0, ref=None, hours_ago=1)
-    end(api.store, ids[3], PlacementEnd.LOST, JobState.PENDING, "instance lost")
-
+    drive_five_jobs(api)
     samples = scrape(api)
     jobs = {dict(k)["state"]: v for k, v in samples["ga_jobs"].items()}
     assert jobs == {"pending": 2, "provisioning": 0, "running": 1, "checkpointing": 0,
@@ -74,24 +59,49 @@ def test_jobs_by_state_preemptions_migrations_and_money_saved(api):
     assert abs(own - saved) < 0.1
 
 
-def test_counters_are_shared_by_apps_over_one_redis_and_summaries_backfill(api, redis_client,
-                                                                            tmp_path):
-    ids = [submit(api, f"job{i}") for i in range(3)]
-    place(api.store, ids[0], 1.0)
+def drive_five_jobs(api) -> list[str]:
+    """Five jobs: running after a preemption, succeeded after a price move, failed after a
+    preemption, pending after a lost instance (no on-demand reference), pending."""
+    ids = [submit(api, f"job{i}") for i in range(5)]
+    place(api.store, ids[0], 1.0, hours_ago=2)
     end(api.store, ids[0], PlacementEnd.PREEMPTED, JobState.MIGRATING, "preempted")
-    # A second replica's app over the same Redis reports the same totals; jobs written before
-    # summaries existed are counted from their documents.
-    redis_client.hdel("ga:jobs:summary", ids[1], ids[2])
+    place(api.store, ids[0], 0.5, provider="aliyun", hours_ago=1)
+    place(api.store, ids[1], 2.0, hours_ago=1)
+    end(api.store, ids[1], PlacementEnd.MOVED, JobState.MIGRATING, "cheaper offer")
+    place(api.store, ids[1], 1.0, hours_ago=1)
+    end(api.store, ids[1], PlacementEnd.SUCCEEDED, JobState.SUCCEEDED, "done")
+    place(api.store, ids[2], 1.0, hours_ago=1)
+    end(api.store, ids[2], PlacementEnd.PREEMPTED, JobState.FAILED, "gave up")
+    place(api.store, ids[3], 1.0, ref=None, hours_ago=1)
+    end(api.store, ids[3], PlacementEnd.LOST, JobState.PENDING, "instance lost")
+    return ids
+
+
+FIGURE_KEYS = ("ga:jobs:summary", "ga:jobs:finished", "ga:metrics:finished",
+               "ga:metrics:finished-saved-usd", "ga:metrics:preemptions",
+               "ga:metrics:migrations", "ga:metrics:backfilled")
+
+
+def test_figures_are_shared_by_replicas_and_older_jobs_are_counted_once(api, redis_client,
+                                                                        tmp_path):
+    drive_five_jobs(api)
+    before = scrape(api)
+    # A second replica's app over the same Redis reports the same totals.
     other = create_app(Store.over(redis_client), LocalObjectStore(tmp_path / "o2"),
                        AgentTokens(b"s"), TOKEN)
-    from fastapi.testclient import TestClient
     second = type(api)(TestClient(other, headers={"Authorization": f"Bearer {TOKEN}"}),
                        api.store, other)
-    first, again = scrape(api), scrape(second)
-    for name in ("ga_jobs", "ga_preemptions_total", "ga_migrations_total"):
-        assert first[name] == again[name]
-    assert {dict(k)["state"]: v for k, v in again["ga_jobs"].items()}["pending"] == 2
-    assert redis_client.hlen("ga:jobs:summary") == 3
+    shared = ("ga_jobs", "ga_preemptions_total", "ga_migrations_total")
+    again = scrape(second)
+    assert all(before[name] == again[name] for name in shared)
+    # Jobs stored before the figures existed (an upgrade) are counted by the next scrape, once.
+    redis_client.delete(*FIGURE_KEYS)
+    for replica in (second, api, second):
+        after = scrape(replica)
+        assert all(before[name] == after[name] for name in shared)
+        assert abs(before["ga_money_saved_usd"][()] - after["ga_money_saved_usd"][()]) < 0.01
+    assert redis_client.hlen("ga:jobs:summary") == 3  # active jobs only
+    assert redis_client.hlen("ga:jobs:finished") == 2
 
 
 class Failing:
@@ -136,3 +146,17 @@ def test_reconcile_pass_duration_is_observed(api):
     ctx = Context(store=api.store, providers=ProviderRegistry([]), bootstrap=None, owner="t")
     reconcile_pass(ctx)
     assert scrape(api)["ga_reconcile_pass_seconds_count"][()] == before + 1
+
+
+def test_rewriting_a_finished_job_does_not_count_it_again(api):
+    job_id = submit(api)
+    place(api.store, job_id, 1.0)
+    end(api.store, job_id, PlacementEnd.SUCCEEDED, JobState.SUCCEEDED, "done")
+    first = scrape(api)
+    job = api.store.jobs.get(job_id)
+    job.record(JobState.SUCCEEDED, "note added later")
+    api.store.jobs.save(job)
+    second = scrape(api)
+    assert second["ga_jobs"] == first["ga_jobs"]
+    assert {dict(k)["state"]: v for k, v in second["ga_jobs"].items()}["succeeded"] == 1
+    assert abs(second["ga_money_saved_usd"][()] - first["ga_money_saved_usd"][()]) < 1e-9
