@@ -33,7 +33,8 @@ def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
     """Every threshold reached (of the job's and the owner's limits), raised or not."""
     spent = job.cost_usd(ctx.clock())
     spend = SpendStore(ctx.store.redis)
-    spend.record(job.spec.owner, job.id, spent)
+    if spent > 0:  # a job that never ran adds nothing: no write for it
+        spend.record(job.spec.owner, job.id, spent)
     limits = []
     if job.spec.budget_usd is not None:
         limits.append(("job", spent, job.spec.budget_usd))
