@@ -277,6 +277,7 @@ class Daemon:
         # Other replicas take our jobs and pollers over at once rather than after the TTLs.
         try:
             released = self.store.leases.release_all()
+            self.store.leases.inactive(keys.RECONCILERS)
             self.replicas.leave()
             log.info("released %d lease(s)", released)
         except redis.RedisError as exc:

@@ -112,3 +112,7 @@ ORPHAN_SWEEP_LEASE_S = 3 * ORPHAN_SWEEP_S
 # expires this long after its last renewal (a replica killed outright drops out by itself).
 REPLICA_HEARTBEAT_S = 5.0
 REPLICA_TTL_S = 30.0
+# Replicas split the jobs evenly: each takes at most ceil(jobs / replicas) job leases, counting
+# the replicas whose reconcile pass ran within this window. As long as a job lease: a replica
+# killed outright stops counting when its leases expire, so its jobs wait no longer.
+RECONCILER_ACTIVE_WINDOW_S = JOB_LEASE_TTL_S

@@ -1,9 +1,9 @@
 """The level-triggered reconcile loop: for each active job, one idempotent step per pass.
 
 A pass first describes every instance we own (once, for all jobs), then for each active job
-whose control lease it can take, reads the job and dispatches on its state. Any crash between
-two lines leaves Redis and the clouds in a state the next pass, on any replica, can continue
-from.
+whose control lease it can take, reads the job and dispatches on its state. Replicas split the
+jobs evenly between the ones whose passes run. Any crash between two lines leaves Redis and the
+clouds in a state the next pass, on any replica, can continue from.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
 from scheduler.store import LeaseLostError, StaleJobError, keys
-from scheduler.timing import JOB_LEASE_TTL_S
+from scheduler.timing import JOB_LEASE_TTL_S, RECONCILER_ACTIVE_WINDOW_S
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,10 @@ def reconcile_job(ctx: Context, job_id: str) -> Job | None:
 def reconcile_pass(ctx: Context) -> int:
     """One pass over every active job. Returns how many jobs changed. Never raises: a failing
     job is logged and retried next pass."""
+    leases = ctx.store.leases
     try:
         job_ids = ctx.store.jobs.active_ids()
+        replicas = leases.active_holders(keys.RECONCILERS, RECONCILER_ACTIVE_WINDOW_S)
     except redis.RedisError as exc:
         log.warning("reconcile pass skipped, Redis unavailable: %s", exc)
         return 0
@@ -86,14 +88,23 @@ def reconcile_pass(ctx: Context) -> int:
         return 0
     ctx.observe()
     changed = 0
+    # Replicas split the jobs: each controls at most its share, gives up the leases beyond it
+    # (between two steps, so nothing is in flight) and takes no more; the others pick them up.
+    share, held = -(-len(job_ids) // max(1, replicas)), 0
     for job_id in job_ids:
+        key = keys.job_lease(job_id)
         try:
-            lease = ctx.store.leases.acquire(keys.job_lease(job_id), JOB_LEASE_TTL_S)
+            if held >= share:
+                if leases.holds(key):
+                    leases.release(key)
+                continue
+            lease = leases.acquire(key, JOB_LEASE_TTL_S)
         except redis.RedisError as exc:
             log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
             return changed
         if lease is None:
             continue  # another replica controls this job
+        held += 1
         # Every save of this job's step is fenced by this acquisition of its lease (and renews
         # it): had we paused past the TTL while another replica took the job, nothing we write
         # lands. Provider calls need no fence: launches carry a client token, terminate is

@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,25 @@ class Leases:
     def renew(self, lease: Lease, ttl_s: float) -> bool:
         """Extend ``lease`` if it is still current; ``False`` when it was lost."""
         return bool(self._renew(keys=[lease.key], args=[lease.value, int(ttl_s * 1000)]))
+
+    def holds(self, key: str) -> bool:
+        """Whether we took ``key`` and did not release it (our view; it may have expired)."""
+        with self._lock:
+            return key in self._held
+
+    def active_holders(self, key: str, window_s: float) -> int:
+        """Mark this holder active now in the sorted set ``key`` and count the holders active
+        within the last ``window_s`` seconds (ourselves included); older ones are dropped."""
+        now_ms = int(time.time() * 1000)
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {self.holder: now_ms})
+            pipe.zremrangebyscore(key, "-inf", now_ms - int(window_s * 1000))
+            pipe.zcard(key)
+            return int(pipe.execute()[-1])
+
+    def inactive(self, key: str) -> None:
+        """Drop this holder from the sorted set ``key`` of :meth:`active_holders` (shutdown)."""
+        self._r.zrem(key, self.holder)
 
     def current(self, key: str) -> str | None:
         """The value stored at ``key`` (``"<holder>/<fence>"``), whoever holds it."""

@@ -116,3 +116,22 @@ def test_a_leased_task_runs_on_one_replica_and_moves_when_its_owner_is_gone(redi
     _expire(redis_client, key)  # a died; its lease ran out
     b(), a()
     assert runs == ["a", "a", "b"]
+
+
+def test_two_replicas_split_the_jobs_evenly(redis_client):
+    a, b = _context(redis_client, "a"), _context(redis_client, "b")
+    ids = [_job(a.store, f"j{n}").id for n in range(4)]
+
+    def holders() -> list[str | None]:
+        return [(v or "").split("/")[0] or None
+                for v in redis_client.mget([keys.job_lease(i) for i in ids])]
+
+    reconcile_pass(a)  # alone: a controls every job
+    assert holders() == ["a"] * 4
+    reconcile_pass(b)  # b joins: every lease is a's for now
+    reconcile_pass(a)  # a keeps its share, gives the rest up ...
+    assert holders() == ["a", "a", None, None]
+    reconcile_pass(b)  # ... and b takes it
+    assert holders() == ["a", "a", "b", "b"]
+    reconcile_pass(a), reconcile_pass(b)
+    assert holders() == ["a", "a", "b", "b"]  # stable
