@@ -21,6 +21,7 @@ from policies.eligibility import eligible_matrix
 from policies.engine import decide_placement, should_migrate
 from policies.views import OfferTable
 from scheduler.models import Job, Offer, Placement
+from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 
 
@@ -50,7 +51,6 @@ def main() -> None:
     gone = np.zeros(len(offers), bool)
     rng = np.random.default_rng(0)
     samples = rng.random((len(offers), args.samples)) > 0.05
-    from tests.factories.jobs import spec
     job = Job(id="j", spec=spec(expected_hours=10), created_at=T0, updated_at=T0)
     job.placement = Placement(attempt=1, offer=offers[5], client_token="t", decided_at=T0,
                               instance_id="i", started_at=T0)
