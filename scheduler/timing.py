@@ -84,9 +84,10 @@ BUDGET_WEBHOOK_LEASE_S = 60.0
 # Job events kept in the Redis stream (approximate trim): ~100k events is days of a busy
 # installation and a few tens of MB; older events stay in each job's own timeline.
 EVENTS_STREAM_MAXLEN = 100_000
-# Longest a GET /v1/events may wait for new events: long enough for cheap follow loops, short
-# enough that a client's 30 s HTTP timeout and the API's worker threads are never exhausted.
-EVENTS_MAX_WAIT_S = 10.0
+# Longest a GET /v1/events may wait for new events: long enough for cheap follow loops (one
+# idle request per 5 s), well under the 10 s read timeout common in HTTP clients and proxies,
+# and short enough that waiting requests never tie up the API's worker threads for long.
+EVENTS_MAX_WAIT_S = 5.0
 # A waiting events request blocks on Redis in slices this long (XREAD BLOCK), so a Redis client
 # with a socket timeout of a few seconds never times out on an idle stream.
 EVENTS_BLOCK_SLICE_S = 1.0

@@ -6,7 +6,7 @@ Query parameters:
   first. Without it: the most recent ``limit`` events.
 - **limit**: at most this many events (1–1000, default 100).
 - **job** (optional): only this job's events.
-- **wait_s**: with ``after``, wait up to this many seconds (0–10) for an event when there is
+- **wait_s**: with ``after``, wait up to this many seconds (0–5) for an event when there is
   none yet (long polling, for ``schedctl events --follow``).
 
 Answers ``{"events": [{"id", "job_id", "attempt", "state", "message", "at", "kind"?,

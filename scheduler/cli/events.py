@@ -15,9 +15,7 @@ from rich.markup import escape
 
 from scheduler.cli.app import HomeOption, app, client, console, fail
 from scheduler.cli.client import CliError
-
-# Seconds each follow request waits on the daemon for new events (the API allows ≤ 10).
-FOLLOW_WAIT_S = 10.0
+from scheduler.timing import EVENTS_MAX_WAIT_S
 
 
 def format_event(event: dict[str, Any]) -> str:
@@ -50,7 +48,7 @@ def events(home: Path | None = HomeOption,
         _print(page["events"], as_json)
         while follow:
             page = api.get("/v1/events", after=page["next"], limit=1000, job=job,
-                           wait_s=FOLLOW_WAIT_S)
+                           wait_s=EVENTS_MAX_WAIT_S)
             _print(page["events"], as_json)
     except CliError as exc:
         fail(exc)
