@@ -119,6 +119,8 @@ def reconcile_pass(ctx: Context) -> int:
             if job is not None and job.placement is not None and job.placement.instance_id is None \
                     and not job.state.is_terminal():
                 changed += reconcile_job(job_ctx, job_id) is not None
+            if job is not None and job.state.is_terminal():
+                leases.release(key)  # done with it (and with its entry in our lease table)
         except LeaseLostError as exc:
             log.warning("%s; leaving the job to its new holder", exc)
         except StaleJobError:
