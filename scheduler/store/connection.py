@@ -17,12 +17,35 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+from scheduler.timing import (
+    REDIS_CONNECT_TIMEOUT_S,
+    REDIS_RETRIES,
+    REDIS_RETRY_FIRST_WAIT_S,
+    REDIS_RETRY_MAX_WAIT_S,
+)
 
 log = logging.getLogger(__name__)
 
 # Unix socket paths are limited to ~107 bytes; deep home dirs fall back to a short path in /tmp.
 _MAX_SOCKET_PATH = 100
 _START_TIMEOUT_S = 10.0
+
+
+def _client_options() -> dict:
+    """What every client of ours uses: decoded strings, and a command whose connection failed
+    (Redis restarting) retried on a fresh connection with jittered exponential backoff. After
+    the retries the error reaches the caller: the reconcile loop skips that pass, the API
+    answers 503 and agents retry their reports; the next command reconnects by itself."""
+    return {
+        "decode_responses": True,
+        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+        "retry": Retry(ExponentialWithJitterBackoff(base=REDIS_RETRY_FIRST_WAIT_S,
+                                                    cap=REDIS_RETRY_MAX_WAIT_S), REDIS_RETRIES),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError, ConnectionError],
+    }
 
 
 def connect(redis_url: str | None = None, home: Path | None = None) -> redis.Redis:
@@ -38,7 +61,7 @@ def connect(redis_url: str | None = None, home: Path | None = None) -> redis.Red
     """
     url = redis_url or os.environ.get("REDIS_URL")
     if url:
-        client = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+        client = redis.Redis.from_url(url, health_check_interval=30, **_client_options())
     else:
         if home is None:
             from scheduler.config import home_dir
@@ -66,7 +89,7 @@ class EmbeddedRedis:
         self.socket = socket
 
     def client(self) -> redis.Redis:
-        return redis.Redis(unix_socket_path=str(self.socket), decode_responses=True)
+        return redis.Redis(unix_socket_path=str(self.socket), **_client_options())
 
     def running(self) -> bool:
         try:
@@ -99,7 +122,7 @@ class EmbeddedRedis:
         ]) + "\n"
         conf = self.directory / "redis.conf"
         conf.write_text(config)
-        result = subprocess.run([binary, str(conf)], capture_output=True, text=True)
+        result = subprocess.run([binary, str(conf)], check=False, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"embedded redis-server failed to start; see {self.logfile}")
         deadline = time.monotonic() + _START_TIMEOUT_S
