@@ -117,3 +117,15 @@ REPLICA_TTL_S = 30.0
 # the replicas whose reconcile pass ran within this window. As long as a job lease: a replica
 # killed outright stops counting when its leases expire, so its jobs wait no longer.
 RECONCILER_ACTIVE_WINDOW_S = JOB_LEASE_TTL_S
+
+# --- Redis client reconnects (issue 7, faults) --------------------------------------------
+
+# A command whose connection fails (Redis restarting, a failover) is retried on a new
+# connection with jittered exponential backoff from FIRST to MAX wait, REDIS_RETRIES times
+# (~3 s in all), then fails to its caller, which retries on its next pass; so a thread never
+# hangs on a dead Redis and a restart of a few seconds is mostly absorbed.
+REDIS_RETRIES = 6
+REDIS_RETRY_FIRST_WAIT_S = 0.05
+REDIS_RETRY_MAX_WAIT_S = 1.0
+# Connecting to a live Redis takes milliseconds; a server that is down refuses at once.
+REDIS_CONNECT_TIMEOUT_S = 2.0
