@@ -117,6 +117,9 @@ REPLICA_TTL_S = 30.0
 # the replicas whose reconcile pass ran within this window. As long as a job lease: a replica
 # killed outright stops counting when its leases expire, so its jobs wait no longer.
 RECONCILER_ACTIVE_WINDOW_S = JOB_LEASE_TTL_S
+# A reconcile pass takes leases and reads jobs this many at a time (one round trip each): far
+# fewer round trips than one per job, and a batch's steps run well within its leases' TTL.
+RECONCILE_BATCH = 50
 
 # --- Redis client reconnects (issue 7, faults) --------------------------------------------
 

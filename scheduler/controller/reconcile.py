@@ -23,8 +23,12 @@ from scheduler.controller.placing import place
 from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
-from scheduler.store import LeaseLostError, StaleJobError, keys
-from scheduler.timing import JOB_LEASE_TTL_S, RECONCILER_ACTIVE_WINDOW_S
+from scheduler.store import Lease, LeaseLostError, Leases, StaleJobError, keys
+from scheduler.timing import (
+    JOB_LEASE_TTL_S,
+    RECONCILE_BATCH,
+    RECONCILER_ACTIVE_WINDOW_S,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,48 @@ def reconcile_job(ctx: Context, job_id: str) -> Job | None:
     return step(ctx, job)
 
 
+def _our_share(leases: Leases, job_ids: list[str], replicas: int) -> list[str]:
+    """The jobs this replica controls in this pass, in order: those whose lease it holds, then
+    free ones, up to its share, ceil(jobs / replicas). The leases it holds beyond its share are
+    given up now (between two steps, so nothing is in flight); another replica takes them."""
+    share = -(-len(job_ids) // max(1, replicas))
+    holders = leases.holders([keys.job_lease(j) for j in job_ids])
+    ours = [j for j, h in zip(job_ids, holders, strict=True) if h == leases.holder]
+    free = [j for j, h in zip(job_ids, holders, strict=True) if h is None]
+    leases.release_many([keys.job_lease(j) for j in ours[share:]])
+    wanted = set(ours[:share] + free[:max(0, share - len(ours))])
+    return [j for j in job_ids if j in wanted]
+
+
+def _reconcile_leased(ctx: Context, lease: Lease, job: Job) -> int:
+    """One step of ``job`` under ``lease``; returns how many saves changed it (0-2)."""
+    # Every save of this step is fenced by this acquisition of the job's lease (and renews
+    # it): had we paused past the TTL while another replica took the job, nothing we write
+    # lands. Provider calls need no fence: launches carry a client token, terminate is
+    # idempotent.
+    job_ctx = replace(ctx, store=replace(
+        ctx.store, jobs=ctx.store.jobs.fenced(lease, JOB_LEASE_TTL_S)))
+    changed = 0
+    try:
+        saved = step(job_ctx, job)
+        changed += saved is not None
+        # A fresh placement is launched in the same pass. Nothing else is chained: the
+        # instances observed at the start of the pass predate this step.
+        if saved is not None and saved.placement is not None \
+                and saved.placement.instance_id is None and not saved.state.is_terminal():
+            changed += reconcile_job(job_ctx, job.id) is not None
+        if saved is not None and saved.state.is_terminal():
+            ctx.store.leases.release(lease.key)  # done with it (and its entry in our table)
+    except LeaseLostError as exc:
+        log.warning("%s; leaving the job to its new holder", exc)
+    except StaleJobError:
+        log.debug("job %s changed under us; next pass", job.id)
+    except Exception:
+        log.exception("reconcile of job %s failed; retrying next pass", job.id,
+                      extra={"job_id": job.id})
+    return changed
+
+
 @timed(RECONCILE_SECONDS)
 def reconcile_pass(ctx: Context) -> int:
     """One pass over every active job. Returns how many jobs changed. Never raises: a failing
@@ -87,45 +133,24 @@ def reconcile_pass(ctx: Context) -> int:
     if not job_ids:
         return 0
     ctx.observe()
+    try:
+        mine = _our_share(leases, job_ids, replicas)
+    except redis.RedisError as exc:
+        log.warning("reconcile pass skipped, Redis unavailable: %s", exc)
+        return 0
     changed = 0
-    # Replicas split the jobs: each controls at most its share, gives up the leases beyond it
-    # (between two steps, so nothing is in flight) and takes no more; the others pick them up.
-    share, held = -(-len(job_ids) // max(1, replicas)), 0
-    for job_id in job_ids:
-        key = keys.job_lease(job_id)
+    # In batches: one round trip takes (or renews) a batch's leases, one reads its jobs, just
+    # before their steps, so a slow pass does not outrun the leases it took.
+    for first in range(0, len(mine), RECONCILE_BATCH):
+        batch = mine[first:first + RECONCILE_BATCH]
         try:
-            if held >= share:
-                if leases.holds(key):
-                    leases.release(key)
-                continue
-            lease = leases.acquire(key, JOB_LEASE_TTL_S)
+            taken = leases.acquire_many([keys.job_lease(j) for j in batch], JOB_LEASE_TTL_S)
+            jobs = ctx.store.jobs.get_many(batch)
         except redis.RedisError as exc:
             log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
             return changed
-        if lease is None:
-            continue  # another replica controls this job
-        held += 1
-        # Every save of this job's step is fenced by this acquisition of its lease (and renews
-        # it): had we paused past the TTL while another replica took the job, nothing we write
-        # lands. Provider calls need no fence: launches carry a client token, terminate is
-        # idempotent.
-        job_ctx = replace(ctx, store=replace(
-            ctx.store, jobs=ctx.store.jobs.fenced(lease, JOB_LEASE_TTL_S)))
-        try:
-            job = reconcile_job(job_ctx, job_id)
-            changed += job is not None
-            # A fresh placement is launched in the same pass. Nothing else is chained: the
-            # instances observed at the start of the pass predate this step.
-            if job is not None and job.placement is not None and job.placement.instance_id is None \
-                    and not job.state.is_terminal():
-                changed += reconcile_job(job_ctx, job_id) is not None
-            if job is not None and job.state.is_terminal():
-                leases.release(key)  # done with it (and with its entry in our lease table)
-        except LeaseLostError as exc:
-            log.warning("%s; leaving the job to its new holder", exc)
-        except StaleJobError:
-            log.debug("job %s changed under us; next pass", job_id)
-        except Exception:
-            log.exception("reconcile of job %s failed; retrying next pass", job_id,
-                          extra={"job_id": job_id})
+        for job_id in batch:
+            lease, job = taken[keys.job_lease(job_id)], jobs.get(job_id)
+            if lease is not None and job is not None:  # else another replica took it meanwhile
+                changed += _reconcile_leased(ctx, lease, job)
     return changed

@@ -68,6 +68,11 @@ class JobStore:
         raw = self._r.get(keys.job(job_id))
         return parse_lenient(Job, raw) if raw else None
 
+    def get_many(self, job_ids: list[str]) -> dict[str, Job]:
+        """The stored jobs among ``job_ids`` (one MGET); missing ones are left out."""
+        raws = self._r.mget([keys.job(i) for i in job_ids]) if job_ids else []
+        return {i: parse_lenient(Job, raw) for i, raw in zip(job_ids, raws, strict=True) if raw}
+
     def save(self, job: Job) -> Job:
         """Write ``job`` if the stored version is still ``job.version``; return it with the
         version bumped. Raises :class:`StaleJobError` otherwise, :class:`LeaseLostError` when

@@ -78,6 +78,33 @@ class Leases:
             self._held[key] = lease
             return lease
 
+    def acquire_many(self, keys_: list[str], ttl_s: float) -> dict[str, Lease | None]:
+        """:meth:`acquire` for each of ``keys_`` in one round trip (a pipeline, not a
+        transaction: each acquisition is atomic on its own). Returns key → lease or ``None``."""
+        if not keys_:
+            return {}
+        with self._r.pipeline(transaction=False) as pipe:
+            for key in keys_:
+                self._acquire(keys=[key, keys.lease_fence(key)],
+                              args=[self.holder, int(ttl_s * 1000), FENCE_COUNTER_TTL_MS],
+                              client=pipe)
+            values = pipe.execute()
+        out: dict[str, Lease | None] = {}
+        with self._lock:
+            for key, value in zip(keys_, values, strict=True):
+                if value:
+                    holder, _, fence = value.rpartition("/")
+                    out[key] = self._held[key] = Lease(key, holder, int(fence))
+                else:
+                    self._held.pop(key, None)
+                    out[key] = None
+        return out
+
+    def holders(self, keys_: list[str]) -> list[str | None]:
+        """Who holds each of ``keys_`` now (holder tokens, ``None`` when free): one MGET."""
+        values = self._r.mget(keys_) if keys_ else []
+        return [v.rpartition("/")[0] if v else None for v in values]
+
     def renew(self, lease: Lease, ttl_s: float) -> bool:
         """Extend ``lease`` if it is still current; ``False`` when it was lost."""
         return bool(self._renew(keys=[lease.key], args=[lease.value, int(ttl_s * 1000)]))
@@ -104,6 +131,16 @@ class Leases:
     def current(self, key: str) -> str | None:
         """The value stored at ``key`` (``"<holder>/<fence>"``), whoever holds it."""
         return self._r.get(key)
+
+    def release_many(self, keys_: list[str]) -> None:
+        """:meth:`release` each of ``keys_`` we hold, in one round trip."""
+        with self._lock:
+            held = [self._held.pop(k) for k in keys_ if k in self._held]
+        if held:
+            with self._r.pipeline(transaction=False) as pipe:
+                for lease in held:
+                    self._release(keys=[lease.key], args=[lease.value], client=pipe)
+                pipe.execute()
 
     def release(self, key: str) -> bool:
         """Give ``key`` up if we hold it; ``True`` when it was ours and is now free."""

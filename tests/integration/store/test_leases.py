@@ -135,3 +135,15 @@ def test_two_replicas_split_the_jobs_evenly(redis_client):
     assert holders() == ["a", "a", "b", "b"]
     reconcile_pass(a), reconcile_pass(b)
     assert holders() == ["a", "a", "b", "b"]  # stable
+
+
+def test_batched_acquire_and_release_match_the_single_ones(redis_client):
+    a, b = Leases(redis_client, "a"), Leases(redis_client, "b")
+    names = [keys.job_lease(f"j{n}") for n in range(3)]
+    assert b.acquire(names[1], 30)
+    taken = a.acquire_many(names, 30)
+    assert taken[names[1]] is None and taken[names[0]].fence >= 1
+    assert a.holders(names) == ["a", "b", "a"]
+    assert a.acquire_many(names, 30)[names[2]] == taken[names[2]]  # renewal keeps the fence
+    a.release_many(names)
+    assert a.holders(names) == [None, "b", None]
