@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from scheduler.api import errors as api_errors
 from scheduler.api import events as events_api
 from scheduler.api import history as history_api
 from scheduler.api import metrics as metrics_api
@@ -42,8 +43,9 @@ class SubmitRequest(BaseModel):
 
 def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_token: str) -> FastAPI:
     """Build the app. ``objects`` is the checkpoint/bundle store; ``api_token`` the user token."""
-    app = FastAPI(title="gpu-arbiter", version="0.1.0")
+    app = FastAPI(title="gpu-arbiter", version="0.1.0", responses=api_errors.ERROR_RESPONSES)
     app.state.api_token = api_token
+    api_errors.install(app)
 
     def authorized(path: str, token: str | None) -> bool:
         if path == "/v1/health" or path.startswith(("/docs", "/openapi")):

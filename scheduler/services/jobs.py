@@ -48,6 +48,7 @@ def parse_spec(raw: Any) -> JobSpec:
     if not isinstance(raw, dict):
         raise SpecError([{"field": "(spec)", "value": type(raw).__name__,
                           "problem": "a job spec must be a mapping of fields"}])
+    _check_text(raw, "")
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:
@@ -56,6 +57,25 @@ def parse_spec(raw: Any) -> JobSpec:
         raise SpecError([{"field": "deadline", "value": spec.deadline.isoformat(),
                           "problem": "must be in the future"}])
     return spec
+
+
+def _check_text(value: Any, field: str) -> None:
+    """JSON may carry lone UTF-16 surrogates (``"\\ud800"``), which no UTF-8 store can hold:
+    refuse them up front, naming the field, instead of failing when the job is written."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, field or "(spec)")
+            _check_text(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, f"{field}[{index}]")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SpecError([{"field": field, "value": value.encode("utf-8", "replace").decode(),
+                              "problem": "must be valid Unicode text (a lone surrogate "
+                                         "escape such as \\ud800 is not)"}]) from None
 
 
 def _decode_bundle(bundle_b64: str) -> bytes:

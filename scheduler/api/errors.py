@@ -1,0 +1,53 @@
+"""How the API answers errors, as its OpenAPI spec states them.
+
+Every error body is ``{"detail": <message or list of problems>, "problems"?: [...]}``: a
+string from our own checks (naming the field), a list from FastAPI's request validation,
+``problems`` from job-spec validation. :data:`ERROR_RESPONSES` documents the codes every
+route may answer; :func:`install` makes a 405 list every method the path supports (Starlette
+lists only the first route's), so the ``Allow`` header matches the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+
+
+class ErrorBody(BaseModel):
+    detail: str | list[Any]
+    problems: list[dict[str, Any]] | None = None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("the body could not be read (not UTF-8 or not JSON)"),
+    401: _error("missing or invalid bearer token"),
+    403: _error("an agent token used outside its job attempt"),
+    404: _error("no such job or object"),
+    413: _error("request body over the route's limit"),
+    422: _error("invalid input; the message names the field"),
+    503: _error("the state store (Redis) is unavailable; retry shortly"),
+}
+
+
+def install(app: FastAPI) -> None:
+    """Register the 405 handler on ``app`` (other HTTP errors keep FastAPI's handler)."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code != 405:
+            return await http_exception_handler(request, exc)
+        path = request.url.path
+        allowed = sorted({method for route in request.app.routes
+                          if isinstance(route, Route) and route.path_regex.match(path)
+                          for method in (route.methods or ())})
+        exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+        return await http_exception_handler(request, exc)
