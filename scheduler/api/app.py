@@ -21,7 +21,11 @@ from scheduler.api import history as history_api
 from scheduler.api import metrics as metrics_api
 from scheduler.api.auth import bearer, require_user
 from scheduler.api.limits import BodyLimitMiddleware
-from scheduler.checkpoints.objectstore import ObjectStore
+from scheduler.checkpoints.objectstore import (
+    CheckpointStoreError,
+    ObjectNotFound,
+    ObjectStore,
+)
 from scheduler.models import describe_validation_error, utcnow
 from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
 from scheduler.services import history as history_service
@@ -63,6 +67,14 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     async def redis_down(_: Request, exc: redis.RedisError):
         return JSONResponse({"detail": "the state store (Redis) is unavailable; retry shortly"},
                             status_code=503, headers={"Retry-After": "2"})
+
+    @app.exception_handler(CheckpointStoreError)
+    async def objects_down(_: Request, exc: CheckpointStoreError):
+        # The message names the store and the operation, never its credentials.
+        if isinstance(exc, ObjectNotFound):
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse({"detail": f"the checkpoint store is unavailable: {exc}"},
+                            status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(job_service.SpecError)
     async def spec_error(_: Request, exc: job_service.SpecError):

@@ -15,7 +15,9 @@ from pythonjsonlogger.json import JsonFormatter
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Routine per-second chatter of the scheduler and HTTP client hides what matters.
-NOISY_LOGGERS = ("apscheduler", "httpx", "httpcore")
+# Never below WARNING, even with --log-level DEBUG: botocore/urllib3 debug lines carry signed
+# request headers (access key id, session token) and bodies.
+NOISY_LOGGERS = ("apscheduler", "httpx", "httpcore", "botocore", "boto3", "s3transfer", "urllib3")
 
 
 def json_formatter() -> logging.Formatter:
