@@ -3,6 +3,8 @@
 Units are in the names. Replayed markets compress market time, not these wall-clock timings.
 """
 
+import os
+
 # How often the reconcile loop runs over active jobs; a step is cheap, so react quickly.
 RECONCILE_INTERVAL_S = 1.0
 # How often providers are polled for offers and prices. Real clouds change spot prices at most
@@ -15,7 +17,8 @@ UNAVAILABLE_OFFER_TTL_S = 180
 # Agent heartbeats every AGENT_HEARTBEAT_S; an instance silent for AGENT_LOST_AFTER_S whose
 # provider no longer reports it running is presumed lost.
 AGENT_HEARTBEAT_S = 2.0
-AGENT_LOST_AFTER_S = 60.0
+# GA_AGENT_LOST_AFTER_S overrides it (tests make an agent "lost" in seconds, not a minute).
+AGENT_LOST_AFTER_S = float(os.environ.get("GA_AGENT_LOST_AFTER_S") or 60.0)
 # Clouds list a new instance with some delay (ECS in particular): one not listed yet this soon
 # after its launch is not taken for gone.
 INSTANCE_LISTING_GRACE_S = 60.0
