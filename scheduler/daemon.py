@@ -170,6 +170,8 @@ class Daemon:
         agent_secret = ga_secrets.agent_secret(home)
         tokens = AgentTokens(agent_secret)
         self.api_token = ga_secrets.api_token(home)
+        # A backstop: no log line shows these, even quoted in an error.
+        ga_secrets.redact_logs(self.api_token, agent_secret)
         owner = shared_owner(self.redis, home, settings.owner)
         self.replicas = ReplicaRegistry(self.redis, self.store.leases.holder, self.api_url,
                                         self.api_token, agent_secret)

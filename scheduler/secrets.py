@@ -13,9 +13,20 @@ different secret is refused (:mod:`scheduler.replicas`) instead of failing its a
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlsplit
+
+# Environment variables whose values are secrets wherever they show up (log lines, errors).
+SECRET_ENV_NAMES = ("GA_API_TOKEN", "GA_AGENT_SECRET", "GA_AGENT_TOKEN",
+                    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                    "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN")
+# Shorter values are not redacted: they would mask ordinary words (real secrets are longer).
+_MIN_SECRET_CHARS = 8
+REDACTED = "[redacted]"
 
 
 def _load_or_create(path: Path, nbytes: int = 32) -> str:
@@ -49,3 +60,43 @@ def fingerprint(secret: str | bytes) -> str:
     nothing usable."""
     raw = secret if isinstance(secret, bytes) else secret.encode()
     return hashlib.sha256(b"gpu-arbiter fingerprint\0" + raw).hexdigest()[:16]
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter that replaces every known secret value in a record's message (and
+    traceback) by ``[redacted]``. A backstop: secrets are not logged on purpose, but a library
+    error message or a traceback may quote one."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        super().__init__()
+        self.values = sorted({v for v in values if len(v) >= _MIN_SECRET_CHARS},
+                             key=len, reverse=True)
+
+    def _clean(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        trace = logging.Formatter().formatException(record.exc_info) if record.exc_info else ""
+        if any(v in message or v in trace for v in self.values):
+            # The traceback joins the message so that no formatter prints the original.
+            record.msg = self._clean(message + (f"\n{trace}" if trace else ""))
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+def redact_logs(*known: str | bytes) -> RedactSecrets:
+    """Install :class:`RedactSecrets` on every root-logger handler (call after the logging
+    set-up) for ``known`` values, the values of :data:`SECRET_ENV_NAMES` in the environment and
+    the password in ``REDIS_URL``. Returns the filter."""
+    values = [v.decode() if isinstance(v, bytes) else v for v in known]
+    values += [os.environ[name] for name in SECRET_ENV_NAMES if os.environ.get(name)]
+    password = urlsplit(os.environ.get("REDIS_URL") or "").password
+    if password:
+        values.append(password)
+    redacting = RedactSecrets(values)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redacting)
+    return redacting

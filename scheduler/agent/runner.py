@@ -40,6 +40,7 @@ from scheduler.checkpoints import (
 )
 from scheduler.models import PreemptionNotice
 from scheduler.models.agents import AgentAction, AgentPhase
+from scheduler.secrets import redact_logs
 from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 
 logger = logging.getLogger(__name__)
@@ -259,6 +260,7 @@ def main() -> int:
     # One line per heartbeat and per S3 call would drown the agent's own log.
     for noisy in ("httpx", "httpcore", "botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    redact_logs()  # its token and the store's keys never show, even quoted in an error
     try:
         settings = AgentSettings.from_env()
     except ValueError as exc:
