@@ -19,7 +19,7 @@ from scheduler.store.agents import AgentTokens
 
 TOKEN = "fuzz-user-token"
 AGENT_SECRET = b"fuzz-agent-secret"
-EXAMPLES_PER_OPERATION = 25
+EXAMPLES_PER_OPERATION = 20
 # GET /v1/events long-polls up to wait_s (≤ 10 s) when no event is new: fuzzed values keep
 # the same meaning but are capped so the run stays fast.
 MAX_FUZZ_WAIT_S = 0.05
