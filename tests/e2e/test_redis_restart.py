@@ -54,6 +54,8 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     recorded = before["last_checkpoint_id"]
     assert recorded in {m.checkpoint_id for m in list_checkpoints(store, job_id)}
     events_before = len(before["events"])
+    steps_before = max(_periodic_checkpoint_steps(
+        daemon.client().get(f"/v1/jobs/{job_id}/logs")["lines"]) or [0])
 
     servers[0].kill()  # SIGKILL by pid: nothing flushed beyond the AOF
     time.sleep(REDIS_DOWN_S)
@@ -75,9 +77,23 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     assert done["derived"]["migrations"] >= 1
     assert_resumed_from_the_committed_checkpoint(done)
     assert_final_model_is_the_reference(store, job_id, reference_model, tmp_path / "restored")
+    # The agent's reports that failed during the outage were sent again: the first attempt's
+    # output has every periodic checkpoint line, none lost in the gap.
+    lines = daemon.client().get(f"/v1/jobs/{job_id}/logs")["lines"]
+    first = lines[:next(i for i, line in enumerate(lines) if "resumed from step" in line)]
+    steps = _periodic_checkpoint_steps(first)
+    every = int(E2E_ENV["CHARLM_CHECKPOINT_EVERY"])
+    assert steps == list(range(every, steps[-1] + 1, every)), steps
+    assert steps[-1] > steps_before + 2 * every, (steps_before, steps)  # ran through the outage
     # The daemon did see the outage (and lived through it).
     log = (daemon.home / "daemon-1.log").read_text(errors="replace")
     assert "Connection refused" in log or "Error 111" in log
+
+
+def _periodic_checkpoint_steps(lines: list[str]) -> list[int]:
+    """Steps of the training's "checkpoint saved at step N" lines (not the one after SIGTERM)."""
+    return [int(line.rsplit("step ", 1)[1]) for line in lines
+            if "checkpoint saved at step" in line and " after " not in line]
 
 
 def _answer(daemon: DaemonProcess, job_id: str):
