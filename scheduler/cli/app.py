@@ -18,7 +18,8 @@ from scheduler.cli.client import ApiClient, CliError
 app = typer.Typer(help="gpu-arbiter: run GPU jobs on the cheapest offer that fits, across "
                        "clouds and spot markets, and move them when the market moves.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
-console = Console()
+# Piped output uses COLUMNS or a generous width, not rich's 80-column default.
+console = Console(width=render.stdout_width())
 err = Console(stderr=True)
 
 HomeOption = typer.Option(None, "--home", envvar="GA_HOME",

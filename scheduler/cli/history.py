@@ -185,12 +185,14 @@ def retention(raw_days: float | None = typer.Option(None, help="days of raw pric
 def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
          compute_hours: float | None = typer.Option(
              None, "--compute-hours", min=0.001, help="instance-hours the job needs without "
-                                                     "interruptions (default: 1, per compute hour)"),
+                                                     "interruptions (default: the spec's "
+                                                     "expected_hours, else 1: per compute hour)"),
          lookback: str = typer.Option("30d", help="price history used for the quantiles"),
          fmt: str = typer.Option("table", "--format", help="table or json"),
          home: Path | None = HomeOption) -> None:
     """Estimate a job's cost and duration before it runs: all on-demand, on spot, and under
-    the active placement policy, from price history and interruption risk; the five best offers."""
+    the active placement policy, from price history and interruption risk; the five best offers.
+    Flags expected costs over the spec's budget_usd."""
     from scheduler.cli.bundle import load_spec_file
     from scheduler.services import plans as service
     from scheduler.services.jobs import SpecError

@@ -1,13 +1,21 @@
 """Rich renderings of jobs and offers for the CLI. Tables use light borders and short columns
-so they stay readable in an 80-column terminal."""
+so they stay readable in an 80-column terminal: ids and numbers are never cut (``no_wrap`` with
+their full width as minimum); when the width is short, :func:`fitted_table` drops the
+lower-priority columns first and says which."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
@@ -40,7 +48,82 @@ def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
-def _table(title: str | None = None, expand: bool = True) -> Table:
+# Output that is not a terminal (a pipe, a file, CI logs) is not cut to rich's 80-column
+# default: COLUMNS when set, else this.
+PIPE_WIDTH = 200
+# Columns between two table columns (divider + collapsed padding of the light borders).
+COLUMN_GAP = 2
+# A wrapping text column (an offer's "provider/zone type market") keeps at least this width.
+WRAP_MIN_WIDTH = 16
+
+
+def stdout_width() -> int | None:
+    """Console width for stdout: ``None`` on a terminal (rich follows its size), else the
+    ``COLUMNS`` environment variable or :data:`PIPE_WIDTH`."""
+    if sys.stdout.isatty():
+        return None
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
+
+
+def output_width() -> int:
+    """Characters a table may use on stdout (see :func:`stdout_width`)."""
+    return stdout_width() or shutil.get_terminal_size().columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of :func:`fitted_table`: ``drop`` 0 is always shown; when the table is too
+    wide, the column with the highest ``drop`` goes first. ``wrap`` columns (free text) fold
+    onto more lines down to :data:`WRAP_MIN_WIDTH`; all others are never cut."""
+
+    header: str
+    justify: str = "right"
+    drop: int = 0
+    wrap: bool = False
+
+
+def _cell_width(cell: Any) -> int:
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def fitted_table(title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[Any]],
+                 width: int | None = None, expand: bool = False) -> Table:
+    """A table of ``rows`` (one cell per column: str or Text) that fits in ``width``
+    characters (default :func:`output_width`) by dropping columns by ``drop`` priority; the
+    caption names the dropped ones. Kept non-wrapping columns get their widest cell as their
+    minimum width, so ids and numbers are never cut."""
+    width = output_width() if width is None else width
+    need = [max([cell_len(c.header)] + [_cell_width(r[i]) for r in rows])
+            for i, c in enumerate(columns)]
+    floor = [min(n, WRAP_MIN_WIDTH) if c.wrap else n for n, c in zip(need, columns)]
+    keep = list(range(len(columns)))
+
+    def total() -> int:
+        return sum(floor[i] for i in keep) + COLUMN_GAP * (len(keep) - 1)
+
+    while total() > width:
+        droppable = [i for i in keep if columns[i].drop > 0]
+        if not droppable:
+            break
+        keep.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+    table = new_table(title, expand)
+    for i in keep:
+        c = columns[i]
+        table.add_column(c.header, justify=c.justify, no_wrap=not c.wrap, min_width=floor[i],
+                         overflow="fold", ratio=1 if c.wrap else None)
+    for r in rows:
+        table.add_row(*[r[i] for i in keep])
+    hidden = [c.header for i, c in enumerate(columns) if i not in keep]
+    if hidden:
+        table.caption = f"not shown at {width} columns: {', '.join(hidden)} (a wider terminal or COLUMNS shows them)"
+        table.caption_justify = "left"
+    return table
+
+
+def new_table(title: str | None = None, expand: bool = True) -> Table:
+    """An empty table in the CLI's light style."""
     return Table(title=title, box=box.SIMPLE_HEAD, expand=expand, padding=(0, 1),
                  pad_edge=False, collapse_padding=True, show_edge=False,
                  title_justify="left", title_style="bold")
@@ -67,7 +150,7 @@ def _all_placements(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def timeline(job: dict[str, Any], last: int | None = None) -> Table:
-    table = _table("timeline")
+    table = new_table("timeline")
     table.add_column("time", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("event", ratio=1)
@@ -78,7 +161,7 @@ def timeline(job: dict[str, Any], last: int | None = None) -> Table:
 
 
 def placements(job: dict[str, Any]) -> Table:
-    table = _table("placements")
+    table = new_table("placements")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("where", ratio=1)
     table.add_column("market", no_wrap=True)
@@ -117,24 +200,26 @@ def job_panel(job: dict[str, Any], last_events: int | None = None,
     return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    table = _table("jobs")
-    for col in ("id", "state", "tries", "last offer", "cost", "on-demand", "created"):
-        table.add_column(col, no_wrap=col not in ("id", "last offer"))
+def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
+    """``schedctl list``: the id (what users type next) and state are always shown in full."""
+    columns = [Column("id", "left"), Column("state", "left"), Column("tries", drop=2),
+               Column("last offer", "left", drop=4, wrap=True), Column("cost"),
+               Column("on-demand", drop=3), Column("created", drop=1)]
+    rows = []
     for job in jobs:
         placed = _all_placements(job)
         offer = "-"
         if placed:
             o = placed[-1]["offer"]
             offer = f"{o['provider']}/{o['zone']} {o['instance_type']}"
-        table.add_row(job["id"], state_text(job["state"]), str(job["attempt"]), offer,
-                      _usd(job["derived"]["cost_usd"]), _usd(job["derived"]["on_demand_cost_usd"]),
-                      _time(job["created_at"]))
-    return table
+        rows.append([job["id"], state_text(job["state"]), str(job["attempt"]), offer,
+                     _usd(job["derived"]["cost_usd"]), _usd(job["derived"]["on_demand_cost_usd"]),
+                     _time(job["created_at"])])
+    return fitted_table("jobs", columns, rows, width, expand=True)
 
 
 def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table:
-    table = _table("offers, USD/hour (risk: monthly interruption frequency)", expand=False)
+    table = new_table("offers, USD/hour (risk: monthly interruption frequency)", expand=False)
     table.add_column("GPU", no_wrap=True)
     table.add_column("VRAM", justify="right", no_wrap=True)
     table.add_column("provider/zone", no_wrap=True)
@@ -157,7 +242,7 @@ def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table
 
 
 def problems_table(problems: list[dict[str, Any]]) -> Group:
-    table = _table()
+    table = new_table()
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("got")
     table.add_column("problem / allowed", ratio=1)
@@ -199,7 +284,7 @@ def history_table(result: dict[str, Any]) -> Table:
     unit = "USD/GPU-hour" if result.get("per_gpu") else "USD/hour"
     title = (f"{result['since'][:16]} → {result['until'][:16]} UTC, {unit}, time-weighted "
              "(chg: changes, vol: std/mean)")
-    table = _table(title, expand=False)
+    table = new_table(title, expand=False)
     by = result["by"]
     table.add_column({"series": "series", "zone": "provider/zone", "region": "provider/region",
                       "provider": "provider", "hour-of-day": "hour UTC"}[by], ratio=1)
@@ -261,14 +346,18 @@ def history_plot(curves: list[dict[str, Any]], per_gpu_note: bool = False, width
 
 def import_summary(report: dict[str, Any]) -> Text:
     skipped = ", ".join(f"{n} {why}" for why, n in report["skipped"].items()) or "none"
+    # Late points are not lost data: a re-import finds its old records older than the raw
+    # window, whose period the store keeps as hourly roll-ups.
+    late = (f"{report['late']:,} not re-stored: older than the raw window (that period is kept "
+            f"as hourly roll-ups); " if report["late"] else "")
     return Text(
         f"read {report['files']} files, {report['records']:,} records (skipped: {skipped})\n"
         f"{report['observations']:,} observations, {report['unique']:,} distinct "
         f"({report['observations'] - report['unique']:,} repeated across files), "
         f"{report['series']:,} series, {(report['first'] or '-')[:19]} → {(report['last'] or '-')[:19]}\n"
         f"stored {report['stored']:,} price changes; {report['unchanged']:,} repeated the price in "
-        f"force; {report['late']:,} older than rolled-up history (dropped); "
-        f"{report['compacted']:,} series rolled up; {report['hardware']:,} instance types learned")
+        f"force; {late}{report['compacted']:,} series rolled up; {report['hardware']:,} instance "
+        "types learned")
 
 
 def retention_line(settings: Any) -> str:
@@ -290,35 +379,54 @@ def _where(est: dict[str, Any]) -> str:
     return f"{est['provider']}/{est['zone']} {est['instance_type']} {market}"
 
 
-def plan_panel(plan: dict[str, Any]) -> Panel:
-    """Scenarios and the best offers of ``POST /v1/plans``."""
-    head = Text(f"{plan['compute_hours']:g} compute hours ({plan['gpu_hours']:g} GPU-hours); "
-                f"prices: history since {plan['lookback_since'][:10]}; offers: "
-                f"{plan['offers_source']} ({plan['eligible']} fit)")
-    scen = _table("scenarios: expected (low–high)")
-    scen.add_column("scenario / offer", ratio=1)
-    for col in ("$/h", "risk", "hours", "cost"):
-        scen.add_column(col, no_wrap=True, justify="right")
+def plan_panel(plan: dict[str, Any], width: int | None = None) -> Panel:
+    """Scenarios and the best offers of ``POST /v1/plans``; a warning when the spec's
+    ``budget_usd`` is below an expected cost."""
+    inner = (output_width() if width is None else width) - 4  # panel border and padding
+    source = {"option": "", "spec": " (the spec's expected_hours)",
+              "default": " (default: the spec has no expected_hours; --compute-hours sets it)"}
+    head = Text(f"{plan['compute_hours']:g} compute hours"
+                f"{source.get(plan.get('compute_hours_source', 'option'), '')} "
+                f"({plan['gpu_hours']:g} GPU-hours); prices: history since "
+                f"{plan['lookback_since'][:10]}; offers: {plan['offers_source']} "
+                f"({plan['eligible']} fit)")
+    budget = plan.get("budget_usd")
+    if budget is not None:
+        over = [n for n, est in plan["scenarios"].items() if (est or {}).get("over_budget")]
+        if over:
+            head.append(f"\nover budget: the expected cost of {', '.join(over)} exceeds the "
+                        f"spec's budget_usd ${budget:,.2f} (the daemon stops the job at 100 %)",
+                        style="bold red")
+        elif any(est and "series" in est for est in plan["scenarios"].values()):
+            head.append(f"\nbudget ${budget:,.2f} (spec): every scenario's expected cost fits",
+                        style="green")
+    cols = [Column("scenario / offer", "left", wrap=True), Column("$/h"), Column("risk", drop=1),
+            Column("hours"), Column("cost")]
+    rows = []
     for name, est in plan["scenarios"].items():
         if not est or "series" not in est:
-            scen.add_row(Text.assemble((name, "bold"), "\n", (est or {}).get("reason", "no offer fits")),
-                         "-", "-", "-", "-")
+            rows.append([Text.assemble((name, "bold"), "\n", (est or {}).get("reason", "no offer fits")),
+                         "-", "-", "-", "-"])
             continue
-        scen.add_row(Text.assemble((name, "bold"), "\n", (_where(est), "dim")), _price(est["price_mean"]),
+        cost = Text(_range(est["cost_usd"], "${:,.2f}"), style="bold red" if est.get("over_budget") else "")
+        rows.append([Text.assemble((name, "bold"), "\n", (_where(est), "dim")), _price(est["price_mean"]),
                      f"{100 * est['interruption_risk']:.0f}%",
-                     _range(est["duration_hours"], "{:.1f}"), _range(est["cost_usd"], "${:,.2f}"))
-    best = _table("five best offers by expected cost ($/h: mean, p10–p90)")
-    best.add_column("offer", ratio=1)
-    for col in ("GPU", "$/h", "risk", "rework h", "cost"):
-        best.add_column(col, no_wrap=True, justify="left" if col == "GPU" else "right")
+                     _range(est["duration_hours"], "{:.1f}"), cost])
+    scen = fitted_table("scenarios: expected (low–high)", cols, rows, inner, expand=True)
+    cols = [Column("offer", "left", wrap=True), Column("GPU", "left", drop=3), Column("$/h"),
+            Column("risk", drop=2), Column("rework h", drop=4), Column("cost")]
+    rows = []
     for est in plan["best_offers"]:
         rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
         prices = _price(est["price_mean"])
         if est["price_p10"] != est["price_p90"]:
             prices += f" ({_price(est['price_p10'])}–{_price(est['price_p90'])})"
-        best.add_row(_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
+        rows.append([_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
                      f"{100 * est['interruption_risk']:.0f}%", rework,
-                     _range(est["cost_usd"], "${:,.2f}"))
+                     Text(_range(est["cost_usd"], "${:,.2f}"),
+                          style="bold red" if est.get("over_budget") else "")])
+    best = fitted_table("five best offers by expected cost ($/h: mean, p10–p90)", cols, rows,
+                        inner, expand=True)
     a = plan["assumptions"]
     foot = Text(f"rework: each interruption loses half a checkpoint sync interval "
                 f"({a['sync_interval_s']:g} s) plus {a['restart_overhead_h']:g} h to restart; "
@@ -326,17 +434,20 @@ def plan_panel(plan: dict[str, Any]) -> Panel:
     return Panel(Group(head, scen, best, foot), title=f"plan: {plan['job']}", box=box.ROUNDED)
 
 
-def cost_report(report: dict[str, Any]) -> Group:
-    """Jobs and totals of ``GET /v1/cost-report``."""
-    table = _table("cost report (USD; compute in market hours)")
-    for col in ("job", "state", "compute", "storage", "transfer", "total", "GPU-h", "$/GPU-h",
-                "on-demand", "saved"):
-        table.add_column(col, no_wrap=col != "job", justify="left" if col in ("job", "state") else "right")
+def cost_report(report: dict[str, Any], width: int | None = None) -> Group:
+    """Jobs and totals of ``GET /v1/cost-report``; the job id is never cut."""
+    cols = [Column("job", "left"), Column("state", "left", drop=3), Column("compute", drop=5),
+            Column("storage", drop=7), Column("transfer", drop=6), Column("total"),
+            Column("GPU-h", drop=4), Column("$/GPU-h", drop=8), Column("on-demand", drop=2),
+            Column("saved", drop=1)]
+    rows = []
     for r in report["jobs"] + [dict(report["totals"], job="all", state="")]:
         saved = "-" if r.get("savings_pct") is None else f"{r['savings_pct']:.1f}%"
-        table.add_row(r["job"], r["state"], _usd(r["compute_usd"], 2), _usd(r["storage_usd"], 4),
-                      _usd(r["transfer_usd"], 4), _usd(r["total_usd"], 2), f"{r['gpu_hours']:.2f}",
-                      _usd(r["usd_per_gpu_hour"], 3), _usd(r["on_demand_usd"], 2), saved)
+        rows.append([r["job"], r["state"], _usd(r["compute_usd"], 2), _usd(r["storage_usd"], 4),
+                     _usd(r["transfer_usd"], 4), _usd(r["total_usd"], 2), f"{r['gpu_hours']:.2f}",
+                     _usd(r["usd_per_gpu_hour"], 3), _usd(r["on_demand_usd"], 2), saved])
+    table = fitted_table("cost report (USD; compute in market hours)", cols, rows, width,
+                         expand=True)
     p = report["prices"]
     note = Text(f"storage ${p['storage_usd_per_gb_month']}/GB-month, transfer "
                 f"${p['transfer_usd_per_gb']}/GB, estimated from checkpoint manifests", style="dim")

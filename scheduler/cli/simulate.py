@@ -41,30 +41,35 @@ def _load_spec(path: Path) -> JobSpec:
         raise typer.Exit(2)
 
 
-def _table(rows: list[dict], title: str) -> Table:
-    table = Table(title=title)
-    cols = [("policy", "policy", "{}"), ("USD", "cost_usd_mean", "{:.2f}"),
-            ("÷OD", "cost_mean", "{:.3f}"), ("end h", "finish_h", "{:.1f}"),
-            ("late", "misses", "{}"), ("spot h", "spot_h", "{:.1f}"),
-            ("OD h", "on_demand_h", "{:.1f}"), ("moves", "migrations", "{:.1f}"),
-            ("reclaims", "preemptions", "{:.1f}")]
+def _table(rows: list[dict], title: str, budgeted: bool = False,
+           width: int | None = None) -> Table:
+    """Policies and their mean outcomes; at 80 columns the least telling columns go first."""
+    cols = [("policy", "policy", "{}", 0), ("USD", "cost_usd_mean", "{:,.2f}", 0),
+            ("÷OD", "cost_mean", "{:.3f}", 0), ("end h", "finish_h", "{:.1f}", 0),
+            ("late", "misses", "{}", 0), ("spot h", "spot_h", "{:.1f}", 3),
+            ("OD h", "on_demand_h", "{:.1f}", 4), ("moves", "migrations", "{:.1f}", 1),
+            ("reclaims", "preemptions", "{:.1f}", 2)]
+    if budgeted:
+        cols.insert(5, ("stopped", "budget_stopped", "{}", 0))
     if rows and "gap_to_optimum" in rows[0]:
-        cols.append(("vs opt", "gap_to_optimum", "{:+.1%}"))
-    for head, _, _ in cols:
-        if head == "policy":
-            table.add_column(head, no_wrap=True, min_width=17)
-        else:
-            table.add_column(head, justify="right")
-    for row in rows:
-        table.add_row(*[fmt.format(row[key]) for _, key, fmt in cols])
-    return table
+        cols.append(("vs opt", "gap_to_optimum", "{:+.1%}", 0))
+    columns = [render.Column(head, "left" if head == "policy" else "right", drop)
+               for head, _, _, drop in cols]
+    cells = [[_cell(fmt, row[key]) for _, key, fmt, _ in cols] for row in rows]
+    return render.fitted_table(title, columns, cells, width)
+
+
+def _cell(fmt: str, value) -> str:
+    """``-`` for a mean over no runs (no run finished: ``nan``)."""
+    return "-" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
 
 
 @app.command()
 def simulate(
     job_file: Path = typer.Argument(..., help="job spec YAML (its constraints choose the offers)"),
     market: Path = typer.Option(..., "--market", help="replay market YAML"),
-    compute_hours: float = typer.Option(..., help="compute the job needs, hours (> 0)"),
+    compute_hours: float | None = typer.Option(
+        None, help="compute the job needs, hours (> 0; default: the spec's expected_hours)"),
     deadline_hours: float | None = typer.Option(
         None, help="deadline, hours after the simulated start (default: none)"),
     restart_overhead_hours: float = typer.Option(
@@ -72,7 +77,9 @@ def simulate(
     checkpoint_interval_hours: float = typer.Option(
         0.0, help="progress between checkpoints, hours (0: continuous)"),
     move_extra_hours: float = typer.Option(0.0, help="checkpoint size ÷ bandwidth, hours"),
-    budget_usd: float = typer.Option(math.inf, help="job budget, USD (alerts at 80/90/100 %)"),
+    budget_usd: float | None = typer.Option(
+        None, help="job budget, USD (default: the spec's budget_usd); alerts at 80/90 %, "
+                   "checkpoint and stop at 100 %"),
     start_hours: float | None = typer.Option(
         None, help="market hour of the start (default: the market's start_offset_hours)"),
     runs: int = typer.Option(1, help="number of runs; more than 1 draws random start hours"),
@@ -88,31 +95,44 @@ def simulate(
         err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
                   "after the simulated start); an absolute time means nothing on a replayed clock")
         raise typer.Exit(2)
+    compute_hours = spec.expected_hours if compute_hours is None else compute_hours
+    if compute_hours is None:
+        err.print("[bold red]error:[/] compute hours unknown: give --compute-hours or set "
+                  "expected_hours in the job spec")
+        raise typer.Exit(2)
+    if budget_usd is None:
+        budget_usd = math.inf if spec.budget_usd is None else spec.budget_usd
     from providers.replay.market import MarketError
     from scheduler.simulator.engine import SimJob
     from scheduler.simulator.market import SimulationError
     try:
         job = SimJob(compute_hours, deadline_hours, restart_overhead_hours,
                      checkpoint_interval_hours, move_extra_hours, budget_usd)
-        comp, replay, starts, start_h = _compare(spec, market, job, policy, start_hours, runs,
-                                                 seed, optimum, tick_seconds)
+        comp, names, replay, starts, start_h = _compare(spec, market, job, policy, start_hours,
+                                                        runs, seed, optimum, tick_seconds)
     except (MarketError, SimulationError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     from scheduler.simulator.runner import summary_row
-    rows = [summary_row(name, comp) for name in comp.results]
+    rows = [summary_row(name, comp) for name in names]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     title = (f"{spec.name}: {compute_hours:g} h of compute on {replay.name}"
-             f"{f', deadline {deadline_hours:g} h' if deadline_hours else ''}; "
+             f"{f', deadline {deadline_hours:g} h' if deadline_hours else ''}"
+             f"{f', budget ${budget_usd:,.2f}' if math.isfinite(budget_usd) else ''}; "
              f"{len(starts)} run(s) from market hour {start_h:g}"
              f"{' (random starts)' if runs > 1 else ''}")
-    console.print(_table(rows, title))
-    console.print("USD: mean cost; ÷OD: cost / all on-demand; end h: finish hour; late: runs past "
-                  "the deadline; moves: migrations; reclaims: preemptions; vs opt: above the "
-                  "omniscient optimum", style="dim")
-    _print_alerts(comp, budget_usd)
+    budgeted = math.isfinite(budget_usd)
+    console.print(_table(rows, title, budgeted))
+    console.print("USD: mean cost; ÷OD: cost / all on-demand (without budget); end h: mean finish "
+                  "hour of finished runs; late: runs past the deadline or unfinished; "
+                  + ("stopped: runs checkpointed and stopped at 100 % of the budget (cost up to "
+                     "there); " if budgeted else "")
+                  + "moves: migrations; reclaims: preemptions; vs opt: above the omniscient "
+                  "optimum", style="dim")
+    if budgeted:
+        console.print(_alert_table(comp, names, budget_usd))
 
 
 def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float | None,
@@ -133,7 +153,7 @@ def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float |
     starts = _starts(start_h, runs, seed, tick_h, horizon_h)
     sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds)
     comp = compare(sim, job, starts, names, max_ticks, with_optimum=optimum)
-    return comp, replay, starts, start_h
+    return comp, list(dict.fromkeys(names)), replay, starts, start_h
 
 
 def _tick_s(replay) -> float:
@@ -151,11 +171,16 @@ def _starts(start_h: float, runs: int, seed: int, tick_h: float, horizon_h: floa
     return first + np.random.default_rng(seed).integers(0, span, runs)
 
 
-def _print_alerts(comp, budget_usd: float) -> None:
-    if not math.isfinite(budget_usd):
-        return
-    for name, result in comp.results.items():
-        for run, scope, threshold, at_h in result.alerts:
-            console.print(f"{name}: run {run}: {scope} budget at {threshold:.0%} "
-                          f"after {at_h:.2f} h" + ("; checkpointed and stopped"
-                                                   if threshold >= 1 and name == "arbiter" else ""))
+def _alert_table(comp, names: list[str], budget_usd: float, width: int | None = None) -> Table:
+    """Budget alerts summarised: per asked policy, how many runs reached 80 / 90 / 100 %."""
+    rows = []
+    for name in names:
+        result = comp.results[name]
+        reached = [len({run for run, _, th, _ in result.alerts if abs(th - t) < 1e-9})
+                   for t in (0.8, 0.9)]
+        rows.append([name, str(len(result.cost_usd)), *map(str, reached),
+                     str(int(result.budget_stopped.sum()))])
+    columns = [render.Column("policy", "left")] + [
+        render.Column(head) for head in ("runs", "80 %", "90 %", "100 %: stopped")]
+    return render.fitted_table(f"budget ${budget_usd:,.2f}: runs whose spend reached",
+                               columns, rows, width)

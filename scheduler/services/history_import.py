@@ -66,7 +66,8 @@ class ImportReport:
         """``files``, ``records`` read, ``skipped`` (reason → count), ``observations`` kept,
         ``unique`` (distinct series/time/price: overlapping dumps repeat records),
         ``series``, ``stored`` (price changes written), ``unchanged`` (observations repeating
-        the price in force, not stored), ``late`` (older than rolled-up history, dropped),
+        the price in force, not stored), ``late`` (older than the raw window: not re-stored, that period is kept as hourly
+        roll-ups; a re-import of the same files reports its old records here),
         ``compacted`` series, ``hardware`` entries learned, ``first``/``last`` times."""
         return {**self.__dict__, "skipped": dict(self.skipped)}
 

@@ -154,21 +154,29 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     """The plan of a job spec (a mapping, as submitted).
 
     Args:
-        compute_hours: instance-hours the job needs without interruptions (default 1: the
-            result is then per compute hour).
+        compute_hours: instance-hours the job needs without interruptions (default: the
+            spec's ``expected_hours``, else 1: the result is then per compute hour).
         lookback: history window for the price quantiles (``30d``, ``1y``, an ISO date).
 
     Returns:
-        ``{"job", "compute_hours", "gpu_hours", "lookback_since", "offers_source",
-        "eligible", "scenarios": {"on-demand", "spot", "policy"}, "best_offers",
-        "assumptions"}``; a scenario is an :func:`estimate` or ``None`` when nothing fits.
+        ``{"job", "compute_hours", "compute_hours_source" ("option", "spec" or "default"),
+        "gpu_hours", "budget_usd" (the spec's, or None), "over_budget" (scenario names whose
+        expected cost exceeds it), "lookback_since", "offers_source", "eligible",
+        "scenarios": {"on-demand", "spot", "policy"}, "best_offers", "assumptions"}``; a
+        scenario is an :func:`estimate` or ``None`` when nothing fits. With a budget, every
+        estimate carries ``over_budget`` (its expected cost exceeds ``budget_usd``).
 
     Raises:
         SpecError: the spec is invalid. QueryError: a bad ``lookback``.
         ValueError: ``compute_hours`` is not positive.
     """
     spec = job_service.parse_spec(raw_spec)
-    hours = 1.0 if compute_hours is None else float(compute_hours)
+    if compute_hours is not None:
+        hours, hours_source = float(compute_hours), "option"
+    elif spec.expected_hours is not None:
+        hours, hours_source = float(spec.expected_hours), "spec"
+    else:
+        hours, hours_source = 1.0, "default"
     if not hours > 0:
         raise ValueError(f"compute_hours: got {compute_hours}; must be > 0")
     now = now or utcnow()
@@ -194,7 +202,12 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         prices = ({"p10": s["p10"], "mean": s["mean"], "p90": s["p90"], "hours": s["hours"]} if s
                   else {"p10": o.price_usd_per_hour, "mean": o.price_usd_per_hour,
                         "p90": o.price_usd_per_hour, "hours": 0.0})
-        return estimate(o, prices, hours, interval, restart_overhead_h)
+        row = estimate(o, prices, hours, interval, restart_overhead_h)
+        if spec.budget_usd is not None:
+            # A job that never finishes overruns any budget.
+            row["over_budget"] = row["cost_usd"] is None or \
+                row["cost_usd"]["expected"] > spec.budget_usd
+        return row
 
     def best(candidates: list[Offer]) -> list[dict[str, Any]]:
         rows = [est(o) for o in candidates]
@@ -204,12 +217,15 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     policy = est(chosen) if chosen else None
     if policy is not None:
         policy["reason"] = reason
+    scenarios = {"on-demand": next(iter(best(on_demand)), None),
+                 "spot": next(iter(best(spot)), None),
+                 "policy": policy if chosen else {"reason": reason}}
     return {
-        "job": spec.name, "compute_hours": hours, "gpu_hours": hours * spec.resources.gpu_count,
+        "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
+        "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
+        "over_budget": [name for name, est in scenarios.items() if (est or {}).get("over_budget")],
         "lookback_since": since.isoformat(), "offers_source": source, "eligible": len(eligible),
-        "scenarios": {"on-demand": next(iter(best(on_demand)), None),
-                      "spot": next(iter(best(spot)), None),
-                      "policy": policy if chosen else {"reason": reason}},
+        "scenarios": scenarios,
         "best_offers": best(eligible)[:5],
         "assumptions": {"sync_interval_s": interval, "restart_overhead_h": restart_overhead_h,
                         "hours_per_month": HOURS_PER_MONTH,

@@ -10,7 +10,11 @@ Discrete time: tick ``i`` of a run that starts at absolute tick ``s`` covers mar
 3. a different offer means a new instance: it pays the **restart overhead** (launch, setup,
    restore; plus ``move_extra_h`` when it leaves a running instance) before making progress;
    ``NO_OFFER`` stops the instance (the job checkpoints first);
-4. the instance is billed its price for the tick (only the part used on the final tick).
+4. the instance is billed its price for the tick (only the part used on the final tick);
+5. a run whose spend reaches 100 % of its job or user budget is **stopped** (checkpoint and
+   stop, as the daemon's budget step does, whatever the policy): it does not finish and its
+   cost is what it spent up to there. This applies to the baselines too, so with a budget
+   they are compared as the daemon would run them.
 
 Nothing is started and no clock is read. All runs advance together as numpy arrays.
 """
@@ -34,8 +38,8 @@ Policy = Callable[[JobView, MarketView], Decision]
 class SimJob:
     """The simulated job. Hours of market time; USD.
 
-    - **compute_h**: compute the job needs (> 0). JobSpec has no duration: the simulator's
-      ``--compute-hours``.
+    - **compute_h**: compute the job needs (> 0): ``--compute-hours`` or the spec's
+      ``expected_hours``.
     - **deadline_h**: hours after the start (``None``: no deadline).
     - **restart_overhead_h**: launch + setup + restore of each new instance.
     - **checkpoint_interval_h**: progress between checkpoints (0: continuous, nothing is lost
@@ -43,6 +47,7 @@ class SimJob:
       reclaim or a move.
     - **move_extra_h**: extra time of a voluntary move (checkpoint size ÷ bandwidth).
     - **budget_usd** / **user_budget_usd**: limits (``inf`` none); the user has only this job.
+      Reaching 100 % of either stops the run (see step 5).
     """
 
     compute_h: float
@@ -197,6 +202,18 @@ class _Runs:
         self.since_pre += g
         self.since_start += g
         self._alerts(i, prev_cost)
+        self._budget_stop()
+
+    def _budget_stop(self) -> None:
+        """Step 5: spend at 100 % of a budget stops the run, as the daemon does (the policy
+        need not ask: the baselines know nothing of budgets)."""
+        limit = min(self.job.budget_usd, self.job.user_budget_usd)
+        if not math.isfinite(limit):
+            return
+        over = ~self.done & ~self.stopped & (self.cost >= limit * (1 - 1e-12))
+        self.stopped |= over
+        self.progress = np.where(over, self.ckpt, self.progress)
+        self.cur = np.where(over, NO_OFFER, self.cur)
 
     def _alerts(self, i: int, prev_cost: np.ndarray) -> None:
         at = (i + 1) * self.m.tick_h

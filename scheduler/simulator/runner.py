@@ -8,8 +8,9 @@ all-on-demand baseline of the same run.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -60,8 +61,9 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
         market: the simulated market; must cover ``max(start_ticks) + max_ticks`` ticks.
         job: the job (its ``deadline_h`` applies to every run).
         start_ticks: ``(n,)`` absolute start ticks.
-        names: policy names from :func:`policy_registry` (``on-demand`` is always run: it is
-            the normalisation baseline).
+        names: policy names from :func:`policy_registry`. ``on-demand`` is always in the
+            results (callers show only the names they asked for); the normalisation baseline
+            is all on-demand *without* the budgets, so a budget stop does not shrink it.
         max_ticks: ticks simulated per run at most.
         with_optimum: also compute the omniscient optimum (needs a deadline that is a whole
             number of ticks; skipped otherwise).
@@ -76,7 +78,12 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
         raise SimulationError(f"unknown policy {unknown[0]!r}; choose from {', '.join(registry)}")
     results = {name: simulate(registry[name], market, job, start_ticks, max_ticks=max_ticks)
                for name in dict.fromkeys(["on-demand", *names])}
-    baseline = results["on-demand"].cost_usd
+    if math.isfinite(job.budget_usd) or math.isfinite(job.user_budget_usd):
+        unlimited = replace(job, budget_usd=math.inf, user_budget_usd=math.inf)
+        baseline = simulate(registry["on-demand"], market, unlimited, start_ticks,
+                            max_ticks=max_ticks).cost_usd
+    else:
+        baseline = results["on-demand"].cost_usd
     optimum = None
     if with_optimum and job.deadline_h is not None and _whole_ticks(job.deadline_h, market):
         optimum = optimal_cost(market, job.compute_h, job.restart_overhead_h, start_ticks,
@@ -91,7 +98,7 @@ def _whole_ticks(hours: float, market: SimMarket) -> bool:
 
 def summary_row(name: str, comp: Comparison) -> dict[str, float]:
     """One table row: mean / p95 normalised cost, gap to the optimum (mean of cost/optimum − 1),
-    deadline misses, mean migrations and preemptions, spot and on-demand hours, finish time."""
+    deadline misses, runs stopped by a budget, mean migrations and preemptions, spot and on-demand hours, finish time."""
     r = comp.results[name]
     norm = comp.normalised(name)
     row = {
@@ -100,6 +107,7 @@ def summary_row(name: str, comp: Comparison) -> dict[str, float]:
         "cost_usd_mean": float(np.mean(r.cost_usd)),
         "misses": int((~r.met_deadline).sum()),
         "unfinished": int((~r.finished).sum()),
+        "budget_stopped": int(r.budget_stopped.sum()),
         "migrations": float(np.mean(r.migrations)), "preemptions": float(np.mean(r.preemptions)),
         "spot_h": float(np.mean(r.spot_h)), "on_demand_h": float(np.mean(r.on_demand_h)),
         "finish_h": float(np.nanmean(r.finish_h)) if r.finished.any() else float("nan"),

@@ -89,6 +89,22 @@ def test_plan_route(api):
     assert refused.status_code == 422 and refused.json()["problems"][0]["field"] == "market"
 
 
+def test_plan_uses_the_specs_hours_and_flags_its_budget(api):
+    client, _ = api
+    budgeted = {**SPEC, "expected_hours": 100, "budget_usd": 0.10}
+    body = client.post("/v1/plans", json={"spec": budgeted, "lookback": "2019-12-01"}).json()
+    assert body["compute_hours"] == 100 and body["compute_hours_source"] == "spec"
+    assert body["budget_usd"] == 0.10 and body["over_budget"] == ["on-demand", "spot", "policy"]
+    assert all(r["over_budget"] for r in body["best_offers"])
+    small = client.post("/v1/plans", json={"spec": budgeted, "compute_hours": 0.05,
+                                           "lookback": "2019-12-01"}).json()
+    assert small["compute_hours_source"] == "option" and small["over_budget"] == ["on-demand"]
+    plain = client.post("/v1/plans", json={"spec": SPEC}).json()
+    assert plain["compute_hours"] == 1 and plain["compute_hours_source"] == "default"
+    assert plain["budget_usd"] is None and plain["over_budget"] == []
+    assert "over_budget" not in plain["best_offers"][0]
+
+
 def _job_with_checkpoints(store, objects, tmp_path) -> Job:
     src = tmp_path / "ckpt"
     src.mkdir()
@@ -167,5 +183,12 @@ def test_cli_without_a_daemon(env, redis_client, data_dir):
     spec_file.write_text(yaml.safe_dump(SPEC))
     plan = run("plan", str(spec_file), "--compute-hours", "10", "--lookback", "2019-12-01")
     assert plan.exit_code == 0 and "five best offers" in plan.output
+    spec_file.write_text(yaml.safe_dump({**SPEC, "expected_hours": 100, "budget_usd": 0.1}))
+    plan = run("plan", str(spec_file), "--lookback", "2019-12-01")
+    assert "100 compute hours (the spec's expected_hours)" in plan.output
+    assert "over budget" in plan.output and "$0.10" in plan.output
+    again = run("history", "import", str(data_dir / DUMPS / "us-east-1"))
+    assert "stored 0 price changes" in again.output and "not re-stored: older than the raw" \
+        " window" in again.output and "dropped" not in again.output
     report = json.loads(run("cost-report", "--format", "json").output)
     assert report["totals"]["jobs"] == 0

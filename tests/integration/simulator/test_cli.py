@@ -37,11 +37,37 @@ def test_demo_market_table(job_file):
     assert table.exit_code == 0 and "arbiter" in table.output
 
 
-def test_budget_alerts_printed(job_file):
+def test_budget_alerts_summarised(job_file):
     result = run(job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 10,
-                 "--budget-usd", 0.5, "--policy", "arbiter", "--no-optimum")
+                 "--budget-usd", 0.5, "--policy", "arbiter,greedy", "--no-optimum", "--runs", 20)
     assert result.exit_code == 0, result.output
-    assert "budget at 80%" in result.output and "checkpointed and stopped" in result.output
+    # one summary row per asked policy, not one line per run and threshold
+    assert "budget $0.50: runs whose spend reached" in result.output
+    assert "budget at 80%" not in result.output
+    assert not [line for line in result.output.splitlines() if line.startswith("on-demand")]
+    rows = {r["policy"]: r for r in json.loads(run(
+        job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 10,
+        "--budget-usd", 0.5, "--policy", "arbiter,greedy", "--no-optimum", "--runs", 20,
+        "--json").output)}
+    assert set(rows) == {"arbiter", "greedy"}
+    assert rows["greedy"]["budget_stopped"] == 20 and rows["greedy"]["unfinished"] == 20
+
+
+def test_spec_hours_and_budget_are_the_defaults(job_file, tmp_path):
+    spec = tmp_path / "budgeted.yaml"
+    spec.write_text(JOB + "expected_hours: 10\nbudget_usd: 0.5\n")
+    out = run(spec, "--market", examples_dir() / "market.yaml", "--policy", "greedy",
+              "--no-optimum")
+    assert out.exit_code == 0, out.output
+    assert "10 h of compute" in out.output and "budget $0.50" in out.output
+    no_hours = run(job_file, "--market", examples_dir() / "market.yaml")
+    assert no_hours.exit_code == 2 and "expected_hours" in no_hours.output
+
+
+def test_only_the_asked_policies_are_shown(job_file):
+    out = run(job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
+              "--policy", "arbiter,greedy", "--json")
+    assert [r["policy"] for r in json.loads(out.output)] == ["arbiter", "greedy"]
 
 
 def test_errors_name_the_problem(job_file, tmp_path):

@@ -56,6 +56,18 @@ def test_budget_alerts_and_stop(sim_market):
     assert r.cost_usd[0] == pytest.approx(0.5)
 
 
+def test_budget_stops_baselines_too_like_the_daemon(sim_market):
+    """The daemon's budget step stops a job at 100 % whatever the policy: so does the
+    simulator, for baselines that know nothing of budgets."""
+    market = sim_market({"a": [1] * 12})
+    job = SimJob(2.0, None, TICK, budget_usd=0.5)
+    for policy in (baselines.greedy, baselines.on_demand, spot_or_wait):
+        r = simulate(policy, market, job, np.array([0]), max_ticks=12)
+        assert r.budget_stopped[0] and not r.finished[0], policy
+        assert r.alerts[-1][2] == 1.0
+        assert 0.5 <= r.cost_usd[0] < 0.5 + 3.0 * TICK  # up to the tick that crossed it
+
+
 def test_deadline_met_and_missed(sim_market):
     market = sim_market({"a": TRACE})
     r = simulate(spot_or_wait, market, SimJob(0.5, 1.0, TICK), np.array([0, 6]), max_ticks=6)
