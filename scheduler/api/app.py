@@ -14,6 +14,7 @@ import redis
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from scheduler.api import errors as api_errors
 from scheduler.api import events as events_api
@@ -145,14 +146,20 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
         if (report.job_id, report.attempt) != scope:
             raise HTTPException(status.HTTP_403_FORBIDDEN,
                                 "token not valid for this job attempt")
-        job = store.jobs.get(report.job_id)
-        if job is None:
-            raise HTTPException(404, "no such job")
-        store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
-        store.jobs.append_logs(report.job_id, report.log_lines)
-        return _command_for(job, report.attempt).model_dump(mode="json")
+        # Redis calls block: run them on the thread pool, not on the event loop every other
+        # request (hundreds of heartbeats a second) is waiting on.
+        return await run_in_threadpool(_record_report, store, report)
 
     return app
+
+
+def _record_report(store: Store, report: AgentReport) -> dict[str, Any]:
+    job = store.jobs.get(report.job_id)
+    if job is None:
+        raise HTTPException(404, "no such job")
+    store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
+    store.jobs.append_logs(report.job_id, report.log_lines)
+    return _command_for(job, report.attempt).model_dump(mode="json")
 
 
 def _command_for(job, attempt: int) -> AgentCommand:

@@ -11,6 +11,7 @@ from datetime import datetime
 from providers.base import Provider
 from providers.errors import ProviderError
 from scheduler.models import TAG_OWNER, Instance, Job, utcnow
+from scheduler.models.agents import AgentReport
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 
@@ -84,6 +85,13 @@ class Observed:
 
     by_id: dict[str, Instance] = field(default_factory=dict)
     failed_providers: set[str] = field(default_factory=set)
+    # Agents' latest reports by (job id, attempt), read for a batch of jobs just before their
+    # steps (one MGET instead of a GET per job); a step falls back to the store for others.
+    reports: dict[tuple[str, int], AgentReport | None] = field(default_factory=dict)
+
+    def report(self, store: Store, job_id: str, attempt: int) -> AgentReport | None:
+        key = (job_id, attempt)
+        return self.reports[key] if key in self.reports else store.agents.last_report(*key)
 
     def instance(self, instance_id: str | None) -> Instance | None:
         return self.by_id.get(instance_id) if instance_id else None

@@ -41,7 +41,7 @@ MAX_LOST_STREAK = 3
 def observe(ctx: Context, job: Job) -> Job | None:
     placement = job.placement
     assert placement is not None and placement.instance_id is not None
-    report = ctx.store.agents.last_report(job.id, placement.attempt)
+    report = ctx.observed.report(ctx.store, job.id, placement.attempt)
     new_checkpoint = (report is not None and report.checkpoint_id is not None
                       and report.checkpoint_id != job.last_checkpoint_id)
     if new_checkpoint:

@@ -146,6 +146,9 @@ def reconcile_pass(ctx: Context) -> int:
         try:
             taken = leases.acquire_many([keys.job_lease(j) for j in batch], JOB_LEASE_TTL_S)
             jobs = ctx.store.jobs.get_many(batch)
+            ctx.observed.reports = ctx.store.agents.last_reports(
+                [(j.id, j.placement.attempt) for j in jobs.values()
+                 if j.placement is not None and j.placement.instance_id is not None])
         except redis.RedisError as exc:
             log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
             return changed

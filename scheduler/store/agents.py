@@ -82,6 +82,14 @@ class AgentStore:
         raw = self._r.get(keys.agent_report(job_id, attempt))
         return parse_lenient(AgentReport, raw) if raw else None
 
+    def last_reports(self, attempts: list[tuple[str, int]]) -> dict[tuple[str, int], AgentReport | None]:
+        """:meth:`last_report` of each ``(job_id, attempt)`` in one round trip."""
+        if not attempts:
+            return {}
+        raws = self._r.mget([keys.agent_report(j, a) for j, a in attempts])
+        return {pair: parse_lenient(AgentReport, raw) if raw else None
+                for pair, raw in zip(attempts, raws, strict=True)}
+
     def record_instance(self, instance: Instance) -> None:
         with self._r.pipeline(transaction=True) as pipe:
             pipe.set(keys.instance(instance.id), instance.model_dump_json())
