@@ -26,9 +26,13 @@ class BudgetAlert:
     spent_usd: float
     limit_usd: float
 
-    def message(self) -> str:
+    def message(self, ran: bool = True) -> str:
+        """The alert as one line; ``ran``: whether the job ever ran (at 100 % a job that
+        never ran has nothing to checkpoint)."""
         pct = round(self.threshold * 100)
-        tail = "; checkpointing and stopping" if self.threshold >= 1.0 else ""
+        tail = ""
+        if self.threshold >= 1.0:
+            tail = "; checkpointing and stopping" if ran else "; stopping (the job never ran)"
         return (f"{self.scope} budget at {pct} %: ${self.spent_usd:.2f} of "
                 f"${self.limit_usd:.2f}{tail}")
 

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from providers.aliyun.settings import AliyunSettings
 from providers.aws.settings import AwsSettings
 from providers.base import Provider
 from scheduler.config import examples_dir, shared_data_dir
 from scheduler.models import StrictModel, format_validation_error
+from scheduler.models.base import Number
 
 Factory = Callable[[dict[str, Any], Path, Path], Provider]
 
@@ -208,7 +209,7 @@ _OWNER_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 class BudgetConfig(StrictModel):
     """The ``budgets`` (owner → USD, > 0) and ``budget_webhook`` (http(s) URL) of the config."""
 
-    budgets: dict[str, float] = {}
+    budgets: dict[str, Number] = Field(default_factory=dict)
     budget_webhook: str | None = None
 
     @field_validator("budgets")

@@ -82,6 +82,10 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
         return JSONResponse({"detail": "invalid job spec", "problems": exc.problems},
                             status_code=422)
 
+    @app.exception_handler(job_service.BudgetExhausted)
+    async def budget_exhausted(_: Request, exc: job_service.BudgetExhausted):
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
     @app.exception_handler(job_service.JobNotFound)
     async def not_found(_: Request, exc: job_service.JobNotFound):
         return JSONResponse({"detail": f"no job {exc.args[0]!r}"}, status_code=404)

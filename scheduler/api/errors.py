@@ -4,7 +4,8 @@ Every error body is ``{"detail": <message or list of problems>, "problems"?: [..
 string from our own checks (naming the field), a list from FastAPI's request validation,
 ``problems`` from job-spec validation. :data:`ERROR_RESPONSES` documents the codes every
 route may answer; :func:`install` makes a 405 list every method the path supports (Starlette
-lists only the first route's), so the ``Allow`` header matches the spec.
+lists only the first route's), so the ``Allow`` header matches the spec, and makes a request
+validation error echo a ``NaN``/``Infinity`` input as text instead of failing to write it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
+
+from scheduler.models.errors import json_safe
 
 
 class ErrorBody(BaseModel):
@@ -32,6 +38,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _error("missing or invalid bearer token"),
     403: _error("an agent token used outside its job attempt"),
     404: _error("no such job or object"),
+    409: _error("refused: the owner's budget is already spent"),
     413: _error("request body over the route's limit"),
     422: _error("invalid input; the message names the field"),
     503: _error("the state store (Redis) is unavailable; retry shortly"),
@@ -39,7 +46,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def install(app: FastAPI) -> None:
-    """Register the 405 handler on ``app`` (other HTTP errors keep FastAPI's handler)."""
+    """Register the 405 handler and the request-validation handler on ``app`` (other HTTP
+    errors keep FastAPI's handler)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError):
+        # FastAPI's own handler fails (500) when the bad input is a JSON NaN or Infinity.
+        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))},
+                            status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

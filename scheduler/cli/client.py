@@ -33,7 +33,9 @@ class ApiClient:
             raise CliError(f"no daemon has run with GA_HOME={self.home}; start one with "
                            "`schedctl daemon` (or try `schedctl demo`)") from None
         token = os.environ.get("GA_API_TOKEN")
+        self.token_source = "GA_API_TOKEN (set in the environment)"
         if not token:
+            self.token_source = f"the token in {self.home}/api-token (GA_API_TOKEN is unset)"
             try:
                 token = (self.home / "api-token").read_text().strip()
             except FileNotFoundError:
@@ -53,6 +55,12 @@ class ApiClient:
                 body = response.json()
             except ValueError:
                 body = {"detail": response.text}
+            if response.status_code == 401:
+                # Say where the token came from: the usual cause is a GA_API_TOKEN or an
+                # api-token file from another GA_HOME than the daemon's.
+                raise CliError(f"{body.get('detail', body)}: the CLI sends {self.token_source}, "
+                               "which must match the daemon's token (GA_HOME/api-token of the "
+                               "daemon's GA_HOME, or the GA_API_TOKEN it was started with)")
             raise CliError(str(body.get("detail", body)), body.get("problems"))
         return response.json()
 
@@ -60,4 +68,11 @@ class ApiClient:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
 
     def post(self, path: str, json: Any = None) -> Any:
-        return self.request("POST", path, json=json)
+        import json as json_lib
+
+        # httpx refuses to send NaN/Infinity (a YAML .nan or .inf); send them as JSON's
+        # NaN/Infinity tokens so the daemon refuses them with a 422 naming the field.
+        if json is None:
+            return self.request("POST", path)
+        return self.request("POST", path, content=json_lib.dumps(json, allow_nan=True),
+                            headers={"Content-Type": "application/json"})

@@ -23,22 +23,40 @@ from scheduler.models import (
 )
 from scheduler.notify.budget_webhook import BudgetOutbox
 from scheduler.store.spend import SpendStore
+from scheduler.timing import LEDGER_REFRESH_S
 
 
 def _tag(alert: BudgetAlert) -> str:
     return f"{alert.scope}:{round(alert.threshold * 100)}"
 
 
+# job id -> controller-clock time (epoch s) of its last ledger write for an owner without a
+# limit. Losing it (restart, another replica) only brings a write forward.
+_ledger_written: dict[str, float] = {}
+
+
+def _ledger_due(job_id: str, now: float) -> bool:
+    if now - _ledger_written.get(job_id, -float("inf")) < LEDGER_REFRESH_S:
+        return False
+    if len(_ledger_written) >= 100_000:
+        _ledger_written.clear()
+    _ledger_written[job_id] = now
+    return True
+
+
 def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
     """Every threshold reached (of the job's and the owner's limits), raised or not."""
     spent = job.cost_usd(ctx.clock())
-    spend = SpendStore(ctx.store.redis)
-    if spent > 0:  # a job that never ran adds nothing: no write for it
-        spend.record(job.spec.owner, job.id, spent)
     limits = []
     if job.spec.budget_usd is not None:
         limits.append(("job", spent, job.spec.budget_usd))
     user_limit = snapshot(ctx).budgets.users.get(job.spec.owner)
+    spend = SpendStore(ctx.store.redis)
+    if spent > 0 and (user_limit is not None or _ledger_due(job.id, ctx.clock().timestamp())):
+        # Owners without a limit get their ledger refreshed once a minute per job, not every
+        # pass: that write was most of a pass's Redis time with 1,000 running jobs. A limit
+        # set later sees their spend at most a minute stale.
+        spend.record(job.spec.owner, job.id, spent)
     if user_limit is not None:
         limits.append(("user", spend.owner_total(job.spec.owner), user_limit))
     out = []
@@ -48,11 +66,17 @@ def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
     return out
 
 
+def _ever_ran(job: Job) -> bool:
+    """Whether any attempt of ``job`` started an instance (only then is there work to keep)."""
+    return any(p.started_at is not None for p in job.all_placements())
+
+
 def check_budget(ctx: Context, job: Job) -> Job | None:
     """Take the budget step for ``job`` if one is due; ``None`` when nothing changed."""
     if job.cancel_requested or job.state.is_terminal():
         return None
     reached = _alerts(ctx, job)
+    ran = _ever_ran(job)
     new = [a for a in reached if _tag(a) not in job.budget_alerts]
     exhausted = [a for a in reached if a.threshold >= 1.0]
     if new and snapshot(ctx).budgets.webhook:
@@ -61,10 +85,10 @@ def check_budget(ctx: Context, job: Job) -> Job | None:
             outbox.push({"job_id": job.id, "owner": job.spec.owner, "scope": alert.scope,
                          "threshold": alert.threshold, "spent_usd": round(alert.spent_usd, 6),
                          "budget_usd": alert.limit_usd, "at": ctx.clock().isoformat(),
-                         "message": alert.message()})
+                         "message": alert.message(ran)})
     for alert in new:
         job.budget_alerts.append(_tag(alert))
-        job.events.append(JobEvent(at=ctx.clock(), state=job.state, message=alert.message(),
+        job.events.append(JobEvent(at=ctx.clock(), state=job.state, message=alert.message(ran),
                                    kind="budget"))
     if exhausted:
         stopped = stop_for_budget(ctx, job, exhausted[0].message().split(";")[0])
@@ -90,5 +114,7 @@ def stop_for_budget(ctx: Context, job: Job, why: str) -> Job | None:
         return save(ctx, job)
     # Nothing runs (or a launch is only decided): orphan collection terminates a launch that
     # reached the cloud anyway, as for a cancel before launch.
+    outcome = "stopped (the latest committed checkpoint is kept)" if _ever_ran(job) \
+        else "stopped before it ever ran"
     return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
-                  f"budget exhausted ({why}); stopped (the latest committed checkpoint is kept)")
+                  f"budget exhausted ({why}); {outcome}")

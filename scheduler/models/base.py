@@ -1,7 +1,10 @@
 """Pydantic bases shared by every model.
 
 ``StrictModel`` refuses unknown fields: a typo in a user's job YAML or an API body must fail
-loudly instead of being ignored. ``ValueModel`` is the frozen variant for values such as offers.
+loudly instead of being ignored. It also refuses ``nan`` and ``inf`` for every float: YAML's
+``.nan``/``.inf`` and JSON's ``NaN``/``Infinity`` are no amount of money or hours, and no JSON
+writer could store them. ``Number`` and ``Count`` are the strict numeric field types of user
+input: a boolean (``budget_usd: true``) or a numeric string is refused, not read as ``1``. ``ValueModel`` is the frozen variant for values such as offers.
 ``parse_lenient`` reads blobs back from Redis or a provider, where extra fields from a newer
 version must not break an older reader.
 """
@@ -11,15 +14,20 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from types import UnionType
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
 
+Number = Annotated[float, Strict()]
+"""A float field of user input: ints are fine, booleans and strings are refused."""
+Count = Annotated[int, Strict()]
+"""An int field of user input: booleans, floats and strings are refused."""
+
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ValueModel(BaseModel):
@@ -33,7 +41,10 @@ def parse_lenient(model: type[M], data: str | bytes | dict[str, Any]) -> M:
     Raises ``pydantic.ValidationError`` when a known field is invalid, ``ValueError`` on bad JSON.
     """
     if isinstance(data, (str, bytes)):
-        data = json.loads(data)
+        try:  # the common case, same version: pydantic's JSON parser, ~5x faster than below
+            return model.model_validate_json(data)
+        except ValidationError:
+            data = json.loads(data)
     return model.model_validate(_known_fields(model, data))
 
 

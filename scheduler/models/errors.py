@@ -7,6 +7,7 @@ Each line names the field's dotted path, the bad value and what is allowed, e.g.
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -40,10 +41,24 @@ def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]
     return []
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with every ``nan``/``inf`` float (at any depth of dicts, lists and tuples)
+    replaced by its text (``"nan"``, ``"inf"``, ``"-inf"``), so an error body that echoes bad
+    input can always be written as strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
 def describe_validation_error(error: ValidationError,
                               model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
     """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order.
-    With ``model`` (the validated class), an unknown field gets a "did you mean" suggestion."""
+    With ``model`` (the validated class), an unknown field gets a "did you mean" suggestion.
+    ``value`` is JSON-safe (see :func:`json_safe`)."""
     problems = []
     for item in error.errors(include_url=False):
         kind = item.get("type", "")
@@ -59,7 +74,7 @@ def describe_validation_error(error: ValidationError,
                 msg = f"unknown field; did you mean {close[0]!r}?"
         elif kind == "missing":
             msg, value = "required field is missing", None
-        problems.append({"field": _path(tuple(item.get("loc", ()))), "value": value,
+        problems.append({"field": _path(tuple(item.get("loc", ()))), "value": json_safe(value),
                          "problem": msg})
     return problems
 

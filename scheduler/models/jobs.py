@@ -2,7 +2,8 @@
 
 The job spec is read from YAML (``schedctl submit job.yaml``) or the API; it is strict: unknown
 fields, wrong types and out-of-range values are refused with the field's path, the bad value and
-what is allowed (see :func:`scheduler.models.errors.describe_validation_error`).
+what is allowed (see :func:`scheduler.models.errors.describe_validation_error`). Numbers are
+strict and finite: ``true``, ``"2"``, ``.nan`` and ``.inf`` are refused (ints are fine for floats).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import Enum
 
 from pydantic import Field, field_validator, model_validator
 
-from scheduler.models.base import StrictModel, ensure_utc, utcnow
+from scheduler.models.base import Count, Number, StrictModel, ensure_utc, utcnow
 from scheduler.models.offers import Market, Offer
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -35,11 +36,11 @@ class Resources(StrictModel):
     """What one instance must have. VRAM and memory are GiB; ``gpu_models`` matches
     case-insensitively (``V100`` matches ``v100``); empty or absent means any model."""
 
-    gpu_count: int = Field(default=1, ge=0, le=64)
-    min_vram_gib: float = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
+    gpu_count: Count = Field(default=1, ge=0, le=64)
+    min_vram_gib: Number = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
     gpu_models: list[str] | None = None
-    min_vcpus: int = Field(default=0, ge=0, le=4096)
-    min_memory_gib: float = Field(default=0, ge=0, le=65536)
+    min_vcpus: Count = Field(default=0, ge=0, le=4096)
+    min_memory_gib: Number = Field(default=0, ge=0, le=65536)
 
 
 class AllowDeny(StrictModel):
@@ -64,8 +65,8 @@ class CheckpointSpec(StrictModel):
     """
 
     dir: str = Field(default="checkpoints", min_length=1)
-    sync_interval_s: float = Field(default=60, ge=1, le=86400)
-    grace_s: float = Field(default=30, ge=0, le=3600)
+    sync_interval_s: Number = Field(default=60, ge=1, le=86400)
+    grace_s: Number = Field(default=30, ge=0, le=3600)
     signal: str = "SIGTERM"
 
     @field_validator("dir")
@@ -125,14 +126,14 @@ class JobSpec(StrictModel):
     providers: AllowDeny = Field(default_factory=AllowDeny)
     regions: AllowDeny = Field(default_factory=AllowDeny)
     zones: AllowDeny = Field(default_factory=AllowDeny)
-    max_price_usd_per_hour: float | None = Field(default=None, gt=0)
-    max_interruption_risk: float | None = Field(default=None, ge=0, le=1)
+    max_price_usd_per_hour: Number | None = Field(default=None, gt=0)
+    max_interruption_risk: Number | None = Field(default=None, ge=0, le=1)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     deadline: datetime | None = None
-    max_failures: int = Field(default=0, ge=0, le=100)
-    expected_hours: float | None = Field(default=None, gt=0, le=100_000,
+    max_failures: Count = Field(default=0, ge=0, le=100)
+    expected_hours: Number | None = Field(default=None, gt=0, le=100_000,
                                          description="compute hours needed uninterrupted")
-    budget_usd: float | None = Field(default=None, gt=0, le=10_000_000)
+    budget_usd: Number | None = Field(default=None, gt=0, le=10_000_000)
     owner: str = "default"
 
     @field_validator("name", "owner")

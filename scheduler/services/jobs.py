@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from policies.budget import budget_level
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
 from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
@@ -27,6 +28,7 @@ from scheduler.models import (
     utcnow,
 )
 from scheduler.store import StaleJobError, Store
+from scheduler.store.spend import SpendStore
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 
@@ -41,6 +43,23 @@ class SpecError(ValueError):
 
 class JobNotFound(KeyError):
     pass
+
+
+class BudgetExhausted(ValueError):
+    """The owner's budget is already spent: a new job could only be stopped at once."""
+
+
+def check_owner_budget(store: Store, owner: str) -> None:
+    """Refuse a new job of ``owner`` when their per-user budget (daemon config, as published
+    to Redis) is already at 100 %. Raises :class:`BudgetExhausted`."""
+    limit = SpendStore(store.redis).settings().users.get(owner)
+    if limit is None:
+        return
+    spent = SpendStore(store.redis).owner_total(owner)
+    if budget_level(spent, limit) >= 1.0:
+        raise BudgetExhausted(f"owner {owner!r} has spent ${spent:.2f} of the ${limit:.2f} "
+                              "budget; raise it in the daemon config's 'budgets' (and restart "
+                              "the daemon) to submit more jobs")
 
 
 def parse_spec(raw: Any) -> JobSpec:
@@ -103,8 +122,10 @@ def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | 
 
     Raises:
         SpecError: the spec or the bundle is invalid (nothing was stored).
+        BudgetExhausted: the owner's budget is already spent (nothing was stored).
     """
     spec = parse_spec(raw_spec)
+    check_owner_budget(store, spec.owner)
     bundle = _decode_bundle(bundle_b64) if bundle_b64 else None
     now = utcnow()
     job = Job(id=f"{spec.name}-{secrets.token_hex(3)}", spec=spec, created_at=now, updated_at=now)

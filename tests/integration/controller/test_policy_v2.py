@@ -311,3 +311,17 @@ def test_webhook_unreachable_keeps_the_alert(redis_client):
                             attempts=2, first_wait_s=0.01)
     assert dead() == 0
     assert BudgetOutbox(redis_client).pending() == 1
+
+
+def test_a_job_stopped_by_its_budget_before_it_ran_says_so_without_checkpointing(ctx):
+    spend = SpendStore(ctx.store.redis)
+    spend.publish_settings(BudgetSettings(users={"dave": 2.0}))
+    job = _submit(ctx, owner="dave")
+    spend.record("dave", "earlier-job", 2.5)  # spent after the submit was accepted
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.STOPPED
+    messages = [e.message for e in job.events]
+    assert not any("checkpoint" in m for m in messages), messages
+    assert "stopping (the job never ran)" in messages[-2]
+    assert messages[-1].endswith("stopped before it ever ran")
