@@ -11,7 +11,8 @@ Query parameters:
 
 Answers ``{"events": [{"id", "job_id", "attempt", "state", "message", "at", "kind"?,
 "offer"?, "price_usd_per_hour"?}], "next": "<cursor>"}``; a malformed ``after`` answers 422
-naming the field. Events come from :mod:`scheduler.store.events`.
+naming the field; a ``job`` that does not exist answers 404. Events come from
+:mod:`scheduler.store.events`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def router(store: Store) -> APIRouter:
                limit: int = Query(100, ge=1, le=1000),
                job: str | None = Query(None, min_length=1, max_length=200),
                wait_s: float = Query(0.0, ge=0, le=EVENTS_MAX_WAIT_S)) -> dict[str, Any]:
+        if job is not None and not store.jobs.exists(job):
+            raise HTTPException(404, f"no job {job!r}")
         try:
             page = stream.read(after, limit, job, wait_s)
         except ValueError as exc:

@@ -19,9 +19,14 @@ from scheduler.timing import EVENTS_MAX_WAIT_S
 
 
 def format_event(event: dict[str, Any]) -> str:
-    """One line (rich markup) per event: time, job, attempt, state, kind, message, offer."""
+    """One line (rich markup) per event: time, job, attempt, state, ``[kind]``, message,
+    offer. The kind tag is left out when the message already names it ("budget exhausted"
+    needs no ``[budget]`` before it)."""
     at = str(event.get("at", ""))[:19].replace("T", " ")
-    kind = f" [magenta]{escape(event['kind'])}[/]" if event.get("kind") else ""
+    message = str(event.get("message", ""))
+    kind = ""
+    if event.get("kind") and str(event["kind"]).lower() not in message.lower():
+        kind = f" [magenta]{escape('[' + str(event['kind']) + ']')}[/]"
     offer = ""
     if event.get("offer"):
         price = event.get("price_usd_per_hour")
@@ -29,7 +34,7 @@ def format_event(event: dict[str, Any]) -> str:
                                                      else "") + ")[/]"
     return (f"{at} [bold]{escape(str(event.get('job_id', '?')))}[/]"
             f"#{event.get('attempt', '?')} [cyan]{escape(str(event.get('state', '?')))}[/]"
-            f"{kind} {escape(str(event.get('message', '')))}{offer}")
+            f"{kind} {escape(message)}{offer}")
 
 
 @app.command()

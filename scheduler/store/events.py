@@ -9,10 +9,16 @@ An entry's fields (all strings; absent when unknown): ``job_id``, ``attempt``, `
 ``message``, ``kind``, ``offer`` (series key), ``price_usd_per_hour``, ``at`` (ISO 8601 UTC).
 Readers get them as dicts with ``id`` (the stream id, the cursor), ``attempt`` as int and the
 price as float (:meth:`EventStream.read`).
+
+Once the write committed, :func:`log_committed` logs each of those events at INFO (logger
+``scheduler.events``) with ``job_id``, ``attempt``, ``state``, ``kind``, ``offer`` and
+``provider`` as log record extras: the daemon's log tells placements, preemptions, migrations,
+lease takeovers and budget stops exactly once, on the replica that wrote them.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -42,6 +48,27 @@ def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
         if event.price_usd_per_hour is not None:
             fields["price_usd_per_hour"] = repr(event.price_usd_per_hour)
         pipe.xadd(keys.EVENTS, fields, maxlen=EVENTS_STREAM_MAXLEN, approximate=True)
+
+
+log = logging.getLogger("scheduler.events")
+
+
+def log_committed(job: Job, already: int) -> None:
+    """Log at INFO each event of ``job`` past the first ``already`` (call after the write
+    that :func:`publish` queued them committed, so a refused write logs nothing)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    for event in job.events[already:]:
+        extra: dict[str, Any] = {"job_id": job.id, "attempt": job.attempt,
+                                 "state": event.state.value}
+        if event.kind:
+            extra["kind"] = event.kind
+        offer = event.offer or (job.placement.offer.key.series() if job.placement else None)
+        if offer:
+            extra["offer"] = offer
+            extra["provider"] = offer.split("/", 1)[0]
+        log.info("job %s attempt %d [%s]: %s", job.id, job.attempt, event.state.value,
+                 event.message, extra=extra)
 
 
 _MAX_PART = 2**64 - 1

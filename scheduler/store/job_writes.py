@@ -1,7 +1,7 @@
 """What every job write publishes besides the job document, in the same MULTI: the new
 timeline events to the event stream (:mod:`scheduler.store.events`) and the job's figures and
 counters for ``/metrics`` (:mod:`scheduler.store.job_stats`). So both exist if and only if the
-write committed."""
+write committed. :func:`after_commit` logs the new events once the write committed."""
 
 from __future__ import annotations
 
@@ -15,3 +15,8 @@ def after_write(pipe: redis.client.Pipeline, previous: Job | None, job: Job) -> 
     """Queue the side writes of replacing ``previous`` (``None``: a new job) with ``job``."""
     events.publish(pipe, job, len(previous.events) if previous else 0)
     job_stats.record(pipe, previous, job)
+
+
+def after_commit(previous: Job | None, job: Job) -> None:
+    """Log the timeline events the committed write of ``job`` added (INFO, with extras)."""
+    events.log_committed(job, len(previous.events) if previous else 0)

@@ -15,7 +15,7 @@ import redis
 
 from scheduler.models import Job, parse_lenient, utcnow
 from scheduler.store import keys
-from scheduler.store.job_writes import after_write
+from scheduler.store.job_writes import after_commit, after_write
 from scheduler.store.leases import Lease
 from scheduler.timing import JOB_LOG_MAX_LINES
 
@@ -62,11 +62,15 @@ class JobStore:
                 pipe.execute()
             except redis.WatchError as exc:
                 raise JobExistsError(job.id) from exc
+        after_commit(None, job)
         return job
 
     def get(self, job_id: str) -> Job | None:
         raw = self._r.get(keys.job(job_id))
         return parse_lenient(Job, raw) if raw else None
+
+    def exists(self, job_id: str) -> bool:
+        return bool(self._r.exists(keys.job(job_id)))
 
     def get_many(self, job_ids: list[str]) -> dict[str, Job]:
         """The stored jobs among ``job_ids`` (one MGET); missing ones are left out."""
@@ -96,9 +100,10 @@ class JobStore:
                 if lease is not None and self._lease_ttl_ms:
                     pipe.pexpire(lease.key, self._lease_ttl_ms)
                 pipe.execute()
-                return new
             except redis.WatchError as exc:
                 raise StaleJobError(f"job {job.id} changed during the write") from exc
+        after_commit(previous, new)
+        return new
 
     def _write(self, pipe: redis.client.Pipeline, job: Job, previous: Job | None = None) -> None:
         pipe.set(keys.job(job.id), job.model_dump_json())

@@ -53,7 +53,8 @@ def test_cursor_limit_job_filter_and_kind(api):
     assert [e["job_id"] for e in page["events"]] == [a]
     rest = api.client.get("/v1/events", params={"after": page["next"], "job": a}).json()
     assert [e["message"] for e in rest["events"]] == ["budget 80% reached"]
-    assert api.client.get("/v1/events", params={"job": "nope"}).json()["events"] == []
+    unknown = api.client.get("/v1/events", params={"job": "nope"})
+    assert unknown.status_code == 404 and unknown.json()["detail"] == "no job 'nope'"
     last = f"{2**64 - 1}-{2**64 - 1}"
     assert api.client.get("/v1/events", params={"after": last}).json() == {"events": [],
                                                                           "next": last}
