@@ -135,3 +135,9 @@ REDIS_RETRY_FIRST_WAIT_S = 0.05
 REDIS_RETRY_MAX_WAIT_S = 1.0
 # Connecting to a live Redis takes milliseconds; a server that is down refuses at once.
 REDIS_CONNECT_TIMEOUT_S = 2.0
+
+# --- budgets ---------------------------------------------------------------------------------
+
+# How often a running job's spend is written to its owner's ledger when the owner has no
+# per-user limit (with a limit: every pass). Only a limit configured later reads it.
+LEDGER_REFRESH_S = 60.0
