@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,26 @@ from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.store.agents import AgentStore, AgentTokens
 from scheduler.timing import AGENT_HEARTBEAT_S
 
+writer_count = [0]
+
+
+def write_directly(agents: AgentStore, numbers: list[int], jobs: int, start: float,
+                   seconds: float) -> None:
+    """Heartbeats of the jobs in ``numbers``, paced like the API ones, written to Redis the way
+    the API handler writes them."""
+    i = 0
+    while numbers and time.monotonic() - start < seconds:
+        n = numbers[i % len(numbers)]
+        due = start + (i // len(numbers)) * AGENT_HEARTBEAT_S + n * AGENT_HEARTBEAT_S / jobs
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        now = datetime.now(UTC)
+        agents.save_report(AgentReport(job_id=job_id(n), attempt=1, phase=AgentPhase.RUNNING,
+                                       at=now, received_at=now))
+        writer_count[0] += 1
+        i += 1
+
 
 async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_url: str,
               api_every: int) -> dict:
@@ -40,7 +61,6 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
     agents = AgentStore(redis.Redis.from_url(redis_url, decode_responses=True))
     latencies: list[float] = []
     errors = 0
-    written = 0
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=10, limits=limits) as client:
         async def beat(n: int) -> None:
@@ -59,28 +79,26 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
             latencies.append((time.perf_counter() - t0) * 1000)
 
         start = time.monotonic()
+        # Heartbeats written straight to Redis go from a thread of their own: a blocking
+        # write on this event loop would delay reading the API's answers and inflate them.
+        writer = threading.Thread(target=write_directly, args=(
+            agents, [n for n in range(jobs) if n % api_every], jobs, start, seconds))
+        writer.start()
         tasks = set()
+        api_jobs = [n for n in range(jobs) if n % api_every == 0]
         i = 0
-        while time.monotonic() - start < seconds:
-            # job i beats at start + i * period/jobs (mod period): an even stream
-            due = start + i * AGENT_HEARTBEAT_S / jobs
+        while api_jobs and time.monotonic() - start < seconds:
+            n = api_jobs[i % len(api_jobs)]
+            due = start + (i // len(api_jobs)) * AGENT_HEARTBEAT_S + n * AGENT_HEARTBEAT_S / jobs
             delay = due - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            n = i % jobs
-            if n % api_every == 0:
-                task = asyncio.create_task(beat(n))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            else:
-                now = datetime.now(UTC)
-                agents.save_report(AgentReport(job_id=job_id(n), attempt=1,
-                                               phase=AgentPhase.RUNNING, at=now,
-                                               received_at=now))
-                written += 1
+            task = asyncio.create_task(beat(n))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
             i += 1
-        # Reports still unanswered shortly after the end count as errors (timed out); waiting
-        # for all of them would leave the daemons without heartbeats meanwhile.
+        writer.join()
+        written = writer_count[0]
         unanswered = 0
         if tasks:
             _, pending = await asyncio.wait(set(tasks), timeout=5)

@@ -17,13 +17,15 @@ from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import job_inputs, snapshot
 from scheduler.controller.transitions import save
 from scheduler.models import Job, JobState, StopKind, StopRequest
+from scheduler.timing import MOVE_REVIEW_MIN_S
 
 # Reasons of should_migrate that move the job to another offer now.
 _MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
 
 # (job id, placement decided-at) -> controller-clock time (epoch s) of its last review. Prices
-# change only at offer polls, so one review per placement per poll interval is enough; this
-# keeps a pass over many running jobs cheap. Losing it (restart, another replica) only brings a
+# change only at offer polls, and a move takes minutes (checkpoint, relaunch, restore), so one
+# review per placement per poll interval, and at most every MOVE_REVIEW_MIN_S, is enough; this
+# keeps a pass over many running jobs cheap (a review is ~1-3 ms of CPU). Losing it (restart, another replica) only brings a
 # review forward.
 _reviewed: dict[tuple[str, float], float] = {}
 _REVIEWED_MAX = 100_000
@@ -46,7 +48,7 @@ def consider_move(ctx: Context, job: Job) -> Job | None:
         return None
     snap = snapshot(ctx)
     if not _due((job.id, placement.decided_at.timestamp()), ctx.clock().timestamp(),
-                snap.poll_s):
+                max(snap.poll_s, MOVE_REVIEW_MIN_S)):
         return None
     inputs = job_inputs(ctx, snap, job)
     if int(inputs.jobs.current[0]) == NO_OFFER:
