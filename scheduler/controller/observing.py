@@ -11,7 +11,7 @@ Observed facts, in the order they win:
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
@@ -64,8 +64,11 @@ def observe(ctx: Context, job: Job) -> Job | None:
         if (instance is None and not _just_launched(ctx, placement)) or \
                 (instance is not None and instance.state.is_gone()):
             why = (instance.terminated_reason if instance else None) or "no longer reported"
+            # A reclaim seen late (daemon down) is billed until the notice's action time only.
+            preempted = notice is not None or why == "preempted"
             return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
-                         PlacementEnd.PREEMPTED if notice or why == "preempted" else PlacementEnd.LOST)
+                         PlacementEnd.PREEMPTED if preempted else PlacementEnd.LOST,
+                         billed_until=notice.action_at if notice else None)
     if job.state is JobState.CHECKPOINTING and notice is not None:
         deadline = notice.action_at + timedelta(seconds=CHECKPOINT_SYNC_TIMEOUT_S)
         if ctx.clock() > deadline:
@@ -151,7 +154,8 @@ def _noticed(ctx: Context, job: Job, notice: PreemptionNotice) -> Job:
     return save(ctx, job)
 
 
-def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd) -> Job | None:
+def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd,
+          billed_until: datetime | None = None) -> Job | None:
     placement = job.placement
     assert placement is not None
     try:
@@ -161,7 +165,7 @@ def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd) -> Job | N
     if reason is PlacementEnd.PREEMPTED:
         ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
     offer = placement.offer
-    end_placement(ctx, job, reason)
+    end_placement(ctx, job, reason, billed_until)
     if reason is PlacementEnd.LOST:
         job.lost_streak += 1
     if job.cancel_requested:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import datetime
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
@@ -43,12 +44,16 @@ def terminate_current(ctx: Context, job: Job) -> None:
     ctx.providers.get(placement.offer.provider).terminate(placement.instance_id)
 
 
-def end_placement(ctx: Context, job: Job, reason: PlacementEnd) -> None:
-    """Close the current placement (billing stops now) and move it to the history."""
+def end_placement(ctx: Context, job: Job, reason: PlacementEnd,
+                  billed_until: datetime | None = None) -> None:
+    """Close the current placement and move it to the history. Billing stops now, or at
+    ``billed_until`` when the cloud stopped billing earlier (a reclaim seen late)."""
     placement = job.placement
     if placement is None:
         return
-    placement.ended_at = ctx.clock()
+    now = ctx.clock()
+    end = now if billed_until is None else min(now, billed_until)
+    placement.ended_at = max(end, placement.started_at) if placement.started_at else end
     placement.end_reason = reason
     if placement.offer.market is Market.SPOT:
         ctx.store.offers.record_spot_hours(placement.offer.key, placement.billed_hours())
