@@ -37,22 +37,28 @@ from scheduler.timing import AGENT_HEARTBEAT_S
 writer_count = [0]
 
 
-def write_directly(agents: AgentStore, numbers: list[int], jobs: int, start: float,
-                   seconds: float) -> None:
-    """Heartbeats of the jobs in ``numbers``, paced like the API ones, written to Redis the way
-    the API handler writes them."""
+def schedule(numbers: list[int], jobs: int, start: float, seconds: float):
+    """``(job number, seconds to wait)`` of each heartbeat of the jobs in ``numbers`` until
+    ``seconds`` after ``start``: job ``n`` beats at ``start + n × period / jobs`` (mod the
+    period), so all jobs' heartbeats make one even stream."""
     i = 0
     while numbers and time.monotonic() - start < seconds:
         n = numbers[i % len(numbers)]
         due = start + (i // len(numbers)) * AGENT_HEARTBEAT_S + n * AGENT_HEARTBEAT_S / jobs
-        delay = due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        yield n, max(0.0, due - time.monotonic())
+        i += 1
+
+
+def write_directly(agents: AgentStore, numbers: list[int], jobs: int, start: float,
+                   seconds: float) -> None:
+    """Heartbeats of the jobs in ``numbers``, paced like the API ones, written to Redis the way
+    the API handler writes them."""
+    for n, delay in schedule(numbers, jobs, start, seconds):
+        time.sleep(delay)
         now = datetime.now(UTC)
         agents.save_report(AgentReport(job_id=job_id(n), attempt=1, phase=AgentPhase.RUNNING,
                                        at=now, received_at=now))
         writer_count[0] += 1
-        i += 1
 
 
 async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_url: str,
@@ -86,17 +92,11 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
         writer.start()
         tasks = set()
         api_jobs = [n for n in range(jobs) if n % api_every == 0]
-        i = 0
-        while api_jobs and time.monotonic() - start < seconds:
-            n = api_jobs[i % len(api_jobs)]
-            due = start + (i // len(api_jobs)) * AGENT_HEARTBEAT_S + n * AGENT_HEARTBEAT_S / jobs
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+        for n, delay in schedule(api_jobs, jobs, start, seconds):
+            await asyncio.sleep(delay)
             task = asyncio.create_task(beat(n))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            i += 1
         writer.join()
         written = writer_count[0]
         unanswered = 0
