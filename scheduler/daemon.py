@@ -68,8 +68,7 @@ log = logging.getLogger(__name__)
 
 # Credentials a launched agent needs to reach an S3 checkpoint store; passed to the instance
 # only, never logged or stored.
-_STORE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-              "AWS_DEFAULT_REGION", "AWS_REGION")
+_STORE_ENV = ga_secrets.STORE_ENV_NAMES
 
 
 @dataclass

@@ -24,6 +24,11 @@ from urllib.parse import urlsplit
 SECRET_ENV_NAMES = ("GA_API_TOKEN", "GA_AGENT_SECRET", "GA_AGENT_TOKEN",
                     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
                     "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN")
+# What the daemon hands its agents so they can reach an S3 checkpoint store (the boto3 chain
+# reads them). The agent keeps them to itself: the job's command never sees them unless its own
+# spec sets them (see scheduler.agent.job.job_environment).
+STORE_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_DEFAULT_REGION", "AWS_REGION")
 # Shorter values are not redacted: they would mask ordinary words (real secrets are longer).
 _MIN_SECRET_CHARS = 8
 REDACTED = "[redacted]"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from scheduler.models import JobSpec
+from scheduler.secrets import STORE_ENV_NAMES
 from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 
 logger = logging.getLogger(__name__)
@@ -27,10 +28,13 @@ _GROUP_POLL_S = 0.1
 def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path,
                     resumed: bool, job_id: str) -> dict[str, str]:
     """The command's environment: ``base`` without any ``GA_*`` variable (they hold the agent
-    token and daemon/store endpoints the job has no business with), plus ``spec.env``, plus
+    token and daemon/store endpoints the job has no business with) and without the checkpoint
+    store's credentials the daemon hands the agent (``STORE_ENV_NAMES``: they would end up in
+    the job's logs), plus ``spec.env`` (which may set any of them explicitly), plus
     ``SCHED_CHECKPOINT_DIR`` (absolute), ``SCHED_RESUME`` (``1`` when a checkpoint was
     restored, else ``0``) and ``SCHED_JOB_ID``."""
-    env = {k: v for k, v in base.items() if not k.startswith("GA_")}
+    env = {k: v for k, v in base.items()
+           if not k.startswith("GA_") and k not in STORE_ENV_NAMES}
     env.update(spec.env)
     env.update(
         SCHED_CHECKPOINT_DIR=str(Path(checkpoint_dir).absolute()),

@@ -4,6 +4,7 @@ S3 server (SeaweedFS), a fake IMDSv2 and a fake daemon endpoint (see conftest.py
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def store_url(s3_store_url: str) -> str:
     """A fresh S3 bucket holding the test job's code bundle for every job id used here."""
     store = open_store(s3_store_url)
     for job_id in ("job-notice", "job-ok", "job-fail", "job-stop", "job-outage", "job-stubborn",
-                   "job-slow-save"):
+                   "job-slow-save", "job-env"):
         upload_workdir(store, job_id, JOB_SCRIPT_DIR)
     return s3_store_url
 
@@ -97,6 +98,22 @@ def test_success_commits_a_final_checkpoint(
     assert manifest.checkpoint_id == report["checkpoint_id"] and manifest.final
     assert "fresh start" in fake_daemon.log_lines()
     assert (agent.work_dir / "job.log").read_text().endswith("done at step 12\n")
+
+
+def test_command_does_not_see_the_store_credentials_the_agent_uses(
+    store_url: str, launch_agent, fake_daemon: FakeDaemon
+) -> None:
+    # The agent got the S3 credentials (the daemon hands them over with its environment) and
+    # needs them itself; a command printing its environment must not put them in the job's logs.
+    spec = {**job_spec(AWS_REGION="set-by-the-job"), "command": "env"}
+    agent = launch_agent(store_url, "job-env", 1, spec)
+    assert agent.wait(20) == 0, agent.log()
+    assert fake_daemon.phases()[-1] == "succeeded"  # the agent itself still read the bundle
+    output = "\n".join(fake_daemon.log_lines())
+    assert "SCHED_JOB_ID=job-env" in output
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in output
+    assert "AWS_SECRET_ACCESS_KEY" not in output and "AWS_ACCESS_KEY_ID" not in output
+    assert "AWS_REGION=set-by-the-job" in output  # the job's own spec.env still applies
 
 
 def test_failure_reports_the_exit_code(store_url: str, launch_agent, fake_daemon: FakeDaemon) -> None:
