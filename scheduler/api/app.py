@@ -8,6 +8,7 @@ Request bodies are size-limited before they are parsed.
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
 import redis
@@ -39,6 +40,18 @@ from scheduler.store.agents import AgentTokens
 # most 500 log lines.
 MAX_BODY_BYTES = 96 * 1024 * 1024
 MAX_AGENT_BODY_BYTES = 2 * 1024 * 1024
+# Highest log index a reader may start from: far above any job's (JOB_LOG_MAX_LINES kept) and
+# within Redis's 64-bit range, so no ``start`` reaches Redis as an error.
+MAX_LOG_START = 10**9
+
+log = logging.getLogger(__name__)
+
+# Redis refusing a command (a wrong argument, a wrong type) is a bug in this code: answered 500
+# and logged with its traceback. Connection failures, timeouts, a loading or read-only (failing
+# over) or full server are outages: 503 with Retry-After.
+_REDIS_BUGS = (redis.exceptions.ResponseError, redis.exceptions.DataError)
+_REDIS_BUSY = (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
+               redis.exceptions.TryAgainError, redis.exceptions.MasterDownError)
 
 
 class SubmitRequest(BaseModel):
@@ -65,7 +78,13 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
         MAX_AGENT_BODY_BYTES if path.startswith("/v1/agent/") else MAX_BODY_BYTES))
 
     @app.exception_handler(redis.RedisError)
-    async def redis_down(_: Request, exc: redis.RedisError):
+    async def redis_down(request: Request, exc: redis.RedisError):
+        if isinstance(exc, _REDIS_BUGS) and not isinstance(exc, _REDIS_BUSY):
+            # A command Redis refused (e.g. a value out of its range) is our bug, not an
+            # outage: a 503 would tell clients to retry something that never succeeds.
+            log.error("Redis refused a command for %s %s", request.method, request.url.path,
+                      exc_info=exc)
+            return JSONResponse({"detail": "internal error"}, status_code=500)
         return JSONResponse({"detail": "the state store (Redis) is unavailable; retry shortly"},
                             status_code=503, headers={"Retry-After": "2"})
 
@@ -115,7 +134,7 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
         return job_service.summary(job_service.cancel(store, job_id))
 
     @app.get("/v1/jobs/{job_id}/logs", dependencies=user)
-    def job_logs(job_id: str, start: int = Query(0, ge=0)) -> dict[str, Any]:
+    def job_logs(job_id: str, start: int = Query(0, ge=0, le=MAX_LOG_START)) -> dict[str, Any]:
         job_service.get(store, job_id)
         lines = store.jobs.logs(job_id, start)
         return {"start": start, "next": start + len(lines), "lines": lines}
@@ -161,17 +180,27 @@ def _record_report(store: Store, report: AgentReport) -> dict[str, Any]:
     job = store.jobs.get(report.job_id)
     if job is None:
         raise HTTPException(404, "no such job")
-    store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
-    store.jobs.append_logs(report.job_id, report.log_lines)
-    return _command_for(job, report.attempt).model_dump(mode="json")
+    command = _command_for(job, report.attempt)
+    # Nobody reads a finished job's or a replaced attempt's reports, and its agent is being
+    # told to stop: writing them would only let a stale agent grow the job's logs. A cancelled
+    # job's current attempt is still written (its final checkpoint report matters).
+    if _attempt_is_live(job, report.attempt):
+        store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
+        store.jobs.append_logs(report.job_id, report.log_lines)
+    return command.model_dump(mode="json")
+
+
+def _attempt_is_live(job, attempt: int) -> bool:
+    """Whether ``attempt`` is the job's current placement and the job has not finished."""
+    current = job.placement.attempt if job.placement else None
+    return not job.state.is_terminal() and current == attempt
 
 
 def _command_for(job, attempt: int) -> AgentCommand:
     """Stop an agent whose job was cancelled, finished, or moved on to another attempt."""
     if job.cancel_requested:
         return AgentCommand(action=AgentAction.STOP, reason="job cancelled")
-    current = job.placement.attempt if job.placement else None
-    if job.state.is_terminal() or current != attempt:
+    if not _attempt_is_live(job, attempt):
         return AgentCommand(action=AgentAction.STOP, reason="attempt no longer current")
     stop = job.stop_request  # a price-driven move or a budget stop: checkpoint, then stop
     if stop is not None and stop.attempt == attempt:

@@ -19,6 +19,22 @@ from scheduler.store.job_writes import after_commit, after_write
 from scheduler.store.leases import Lease
 from scheduler.timing import JOB_LOG_MAX_LINES
 
+# A stored log line is at most this many UTF-8 bytes (longer ones are cut, ending in
+# LOG_LINE_CUT_MARKER), so a job's log list holds at most JOB_LOG_MAX_LINES × 4 KiB ≈ 40 MiB
+# whatever its command prints: one line could otherwise be as large as an agent report (MBs).
+JOB_LOG_MAX_LINE_BYTES = 4096
+LOG_LINE_CUT_MARKER = " …[line cut]"
+
+
+def cap_log_line(line: str, limit: int = JOB_LOG_MAX_LINE_BYTES) -> str:
+    """``line`` if it fits in ``limit`` UTF-8 bytes, else its start (cut on a character
+    boundary) followed by :data:`LOG_LINE_CUT_MARKER`, ``limit`` bytes in all."""
+    data = line.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return line
+    room = limit - len(LOG_LINE_CUT_MARKER.encode())
+    return data[:room].decode("utf-8", "ignore") + LOG_LINE_CUT_MARKER
+
 
 class JobExistsError(Exception):
     """A job with this id is already stored."""
@@ -126,7 +142,9 @@ class JobStore:
         return [parse_lenient(Job, raw) for raw in raws if raw]
 
     def append_logs(self, job_id: str, lines: Iterable[str]) -> None:
-        lines = list(lines)
+        """Append ``lines``, each capped by :func:`cap_log_line`; keeps the newest
+        ``JOB_LOG_MAX_LINES``."""
+        lines = [cap_log_line(line) for line in lines]
         if not lines:
             return
         with self._r.pipeline(transaction=True) as pipe:

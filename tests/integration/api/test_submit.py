@@ -9,8 +9,11 @@ from fastapi.testclient import TestClient
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
+from scheduler.models import JobState, utcnow
+from scheduler.models.jobs import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from tests.factories.offers import offer
 
 TOKEN = "user-token"
 GOOD = {"name": "train", "command": "python train.py",
@@ -135,6 +138,11 @@ def test_agent_token_checked_before_the_body_and_bodies_are_limited(api):
 def test_liveness_uses_the_daemon_clock(api):
     client, store, *_ = api
     job = client.post("/v1/jobs", json={"spec": GOOD}).json()
+    placed = store.jobs.get(job["id"])  # only the current attempt's reports are stored
+    placed.placement = Placement(attempt=1, offer=offer(), client_token="t-1",
+                                 decided_at=utcnow(), instance_id="i")
+    placed.record(JobState.RUNNING, "running", offer=placed.placement.offer)
+    store.jobs.save(placed)
     tokens = AgentTokens(b"secret")
     report = {"job_id": job["id"], "attempt": 1, "phase": "running", "at": "2099-01-01T00:00:00Z"}
     assert client.post("/v1/agent/i/report", json=report,
