@@ -225,7 +225,8 @@ class Daemon:
         SpendStore(self.redis).publish_settings(BudgetSettings(
             users=budgets.budgets, webhook=budgets.budget_webhook is not None))
         if budgets.budget_webhook:
-            self.scheduler.add_job(WebhookDeliverer(self.redis, budgets.budget_webhook),
+            self._webhook = WebhookDeliverer(self.redis, budgets.budget_webhook)
+            self.scheduler.add_job(self._webhook,
                                    "interval", seconds=BUDGET_WEBHOOK_INTERVAL_S,
                                    max_instances=1, coalesce=True, id="budget-webhook")
         if self.settings.redis_url is None:
@@ -283,6 +284,8 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop pollers, the loop and the API. Instances and their agents keep running; the
         embedded Redis stops (its AOF is on disk) and is restarted by the next daemon."""
+        if getattr(self, "_webhook", None) is not None:
+            self._webhook.stop()  # a delivery run under way starts no new POST
         self.scheduler.shutdown(wait=True)
         # Other replicas take our jobs and pollers over at once rather than after the TTLs.
         try:

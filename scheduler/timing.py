@@ -72,13 +72,20 @@ OFFER_SAMPLES_KEPT = 288
 # Launch + boot + agent install + restore of a new instance, in hours, as the v2 policy's
 # restart overhead: cloud GPU VMs take a few minutes before the job resumes.
 RESTART_OVERHEAD_H = 0.1
-# Budget webhook: a delivery run every few seconds (never inside the reconcile loop); each POST
-# times out quickly and is retried a few times with exponential backoff in the run; what still
-# fails goes back to the queue for the next run (at-least-once). The lease keeps one replica
-# delivering at a time; a run that died leaves its in-flight items, requeued after the lease.
+# Budget webhook: a delivery run every few seconds (never inside the reconcile loop); each alert
+# gets one short POST per run; a failed one goes to the back of the queue with an exponential
+# backoff (so it never blocks the alerts behind it) and to a dead-letter list after
+# BUDGET_WEBHOOK_ATTEMPTS tries or BUDGET_WEBHOOK_MAX_AGE_S. A run stops after
+# BUDGET_WEBHOOK_BATCH POSTs or BUDGET_WEBHOOK_RUN_S (under the interval, so runs never overlap
+# and a shutdown waits at most that long). The lease keeps one replica delivering at a time; a
+# run that died leaves its in-flight items, requeued by the next run.
 BUDGET_WEBHOOK_INTERVAL_S = 5.0
-BUDGET_WEBHOOK_TIMEOUT_S = 5.0
-BUDGET_WEBHOOK_ATTEMPTS = 3
+BUDGET_WEBHOOK_TIMEOUT_S = 2.0
+BUDGET_WEBHOOK_RUN_S = 4.0
+BUDGET_WEBHOOK_ATTEMPTS = 12
+BUDGET_WEBHOOK_BACKOFF_S = 5.0       # first retry delay; doubles per attempt
+BUDGET_WEBHOOK_BACKOFF_MAX_S = 600.0
+BUDGET_WEBHOOK_MAX_AGE_S = 24 * 3600.0
 BUDGET_WEBHOOK_BATCH = 50
 BUDGET_WEBHOOK_LEASE_S = 60.0
 
@@ -94,6 +101,10 @@ EVENTS_MAX_WAIT_S = 5.0
 # A waiting events request blocks on Redis in slices this long (XREAD BLOCK), so a Redis client
 # with a socket timeout of a few seconds never times out on an idle stream.
 EVENTS_BLOCK_SLICE_S = 1.0
+# A waiting GET /v1/events re-reads the stream this often (a non-blocking read in the
+# threadpool, an asyncio sleep between): waiters hold no worker thread, and 200 waiters cost
+# ~800 tiny Redis reads/s at most; a new event reaches a follower within this delay.
+EVENTS_POLL_S = 0.25
 # Stream entries one events request reads at most while filtering by job, so a filter that
 # matches nothing costs a bounded scan; the cursor still advances past what was scanned.
 EVENTS_SCAN_MAX = 5_000

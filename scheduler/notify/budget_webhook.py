@@ -2,9 +2,13 @@
 daemon job that POSTs each alert as JSON.
 
 Delivery is at-least-once: an alert is moved to an in-flight list while it is posted and only
-removed after a 2xx answer; a failed POST goes back to the outbox for the next run, and a run
-that died mid-way leaves its in-flight alerts, which the next run (holding the delivery lease)
-puts back first. Receivers should de-duplicate on ``(job_id, scope, threshold)``.
+removed after a 2xx answer (a redirect is not delivery and is not followed). A failed POST puts
+the alert at the *back* of the outbox, wrapped as ``{"_retry": {"tries", "next_at",
+"first_at"}, "alert": payload}`` with an exponential backoff, so one undeliverable alert never
+holds up the others; after ``attempts`` tries or ``max_age_s`` it moves to the dead-letter list
+``keys.BUDGET_DEAD`` with a WARNING. A run that died mid-way leaves its in-flight alerts, which
+the next run (holding the delivery lease) puts back first. Receivers should de-duplicate on
+``(job_id, scope, threshold)``.
 
 Payload (``application/json``)::
 
@@ -18,23 +22,22 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import threading
 import time
 from typing import Any
 
 import httpx
 import redis
-from tenacity import (
-    retry,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from scheduler.store import keys
 from scheduler.timing import (
     BUDGET_WEBHOOK_ATTEMPTS,
+    BUDGET_WEBHOOK_BACKOFF_MAX_S,
+    BUDGET_WEBHOOK_BACKOFF_S,
     BUDGET_WEBHOOK_BATCH,
     BUDGET_WEBHOOK_LEASE_S,
+    BUDGET_WEBHOOK_MAX_AGE_S,
+    BUDGET_WEBHOOK_RUN_S,
     BUDGET_WEBHOOK_TIMEOUT_S,
 )
 
@@ -55,36 +58,46 @@ class BudgetOutbox:
     def pending(self) -> int:
         return int(self._r.llen(keys.BUDGET_OUTBOX)) + int(self._r.llen(keys.BUDGET_INFLIGHT))
 
+    def dead(self) -> list[dict[str, Any]]:
+        """Alerts given up on, oldest first, as their retry envelopes (see the module doc)."""
+        return [json.loads(x) for x in self._r.lrange(keys.BUDGET_DEAD, 0, -1)]
+
 
 class _Rejected(Exception):
-    """The receiver answered, but not 2xx."""
+    """The receiver answered, but not 2xx (a redirect included)."""
 
 
 class WebhookDeliverer:
     """Callable apscheduler job: POST queued budget alerts to ``url``. Never raises (a failure
-    is logged and retried next run). Returns how many alerts were delivered."""
+    is logged and retried in a later run). Returns how many alerts were delivered.
+
+    Each run makes at most ``batch`` POSTs (one per alert, ``timeout_s`` each) and stops
+    starting new ones after ``run_s`` seconds or :meth:`stop`; a failed alert is retried after
+    ``backoff_s`` × 2^(tries-1) (capped at ``backoff_max_s``) seconds."""
 
     def __init__(self, client: redis.Redis, url: str, *,
                  timeout_s: float = BUDGET_WEBHOOK_TIMEOUT_S,
                  attempts: int = BUDGET_WEBHOOK_ATTEMPTS, batch: int = BUDGET_WEBHOOK_BATCH,
-                 lease_s: float = BUDGET_WEBHOOK_LEASE_S, first_wait_s: float = 0.2) -> None:
+                 lease_s: float = BUDGET_WEBHOOK_LEASE_S, run_s: float = BUDGET_WEBHOOK_RUN_S,
+                 backoff_s: float = BUDGET_WEBHOOK_BACKOFF_S,
+                 backoff_max_s: float = BUDGET_WEBHOOK_BACKOFF_MAX_S,
+                 max_age_s: float = BUDGET_WEBHOOK_MAX_AGE_S) -> None:
         self._r = client
         self.url = url
         self.timeout_s = timeout_s
+        self.attempts = attempts
         self.batch = batch
         self.lease_s = lease_s
-        self._post = retry(
-            stop=stop_after_attempt(attempts),
-            wait=wait_exponential(multiplier=first_wait_s, max=2.0),
-            retry=retry_if_exception_type((httpx.HTTPError, _Rejected)),
-            reraise=True,
-        )(self._post_once)
+        self.run_s = run_s
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.max_age_s = max_age_s
+        self._stopping = threading.Event()
 
-    def _post_once(self, client: httpx.Client, body: str) -> None:
-        resp = client.post(self.url, content=body,
-                           headers={"content-type": "application/json"})
-        if not resp.is_success:
-            raise _Rejected(f"HTTP {resp.status_code}")
+    def stop(self) -> None:
+        """Start no new POST (the daemon is shutting down); a POST under way ends within
+        ``timeout_s``."""
+        self._stopping.set()
 
     def __call__(self) -> int:
         token = secrets.token_hex(8)
@@ -104,26 +117,73 @@ class WebhookDeliverer:
         # In-flight alerts of a run that died: back to the front of the queue.
         while self._r.lmove(keys.BUDGET_INFLIGHT, keys.BUDGET_OUTBOX, "RIGHT", "LEFT"):
             pass
-        started = time.monotonic()
-        sent = 0
-        with httpx.Client(timeout=self.timeout_s) as client:
-            while sent < self.batch and time.monotonic() - started < self.lease_s / 2:
-                body = self._r.lmove(keys.BUDGET_OUTBOX, keys.BUDGET_INFLIGHT, "LEFT", "RIGHT")
-                if body is None:
+        deadline = time.monotonic() + self.run_s
+        sent = posts = 0
+        # Each queued item is looked at once per run: deferred ones rotate to the back.
+        remaining = int(self._r.llen(keys.BUDGET_OUTBOX))
+        with httpx.Client(follow_redirects=False) as client:
+            while remaining > 0 and posts < self.batch and not self._stopping.is_set():
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
                     break
+                raw = self._r.lmove(keys.BUDGET_OUTBOX, keys.BUDGET_INFLIGHT, "LEFT", "RIGHT")
+                if raw is None:
+                    break
+                remaining -= 1
+                alert, retry = _unwrap(raw)
+                if retry["next_at"] > time.time():
+                    self._requeue(raw, raw)
+                    continue
+                posts += 1
                 try:
-                    self._post(client, body)
+                    resp = client.post(self.url, content=json.dumps(alert, sort_keys=True),
+                                       headers={"content-type": "application/json"},
+                                       timeout=min(self.timeout_s, left_s))
+                    if not resp.is_success:
+                        raise _Rejected(f"HTTP {resp.status_code}")
                 except (httpx.HTTPError, _Rejected) as exc:
-                    with self._r.pipeline(transaction=True) as pipe:
-                        pipe.lrem(keys.BUDGET_INFLIGHT, 1, body)
-                        pipe.lpush(keys.BUDGET_OUTBOX, body)
-                        pipe.execute()
-                    log.warning("budget webhook %s failed, retrying next run: %s",
-                                _safe(self.url), exc)
-                    break  # the receiver is down: do not hammer it
-                self._r.lrem(keys.BUDGET_INFLIGHT, 1, body)
+                    self._failed(raw, alert, retry, exc)
+                    continue
+                self._r.lrem(keys.BUDGET_INFLIGHT, 1, raw)
                 sent += 1
         return sent
+
+    def _failed(self, raw: str, alert: dict[str, Any], retry: dict[str, float],
+                exc: Exception) -> None:
+        now = time.time()
+        tries = int(retry["tries"]) + 1
+        first_at = retry["first_at"] or now
+        wrapped = {"_retry": {"tries": tries, "first_at": first_at,
+                              "next_at": now + min(self.backoff_max_s,
+                                                   self.backoff_s * 2 ** (tries - 1))},
+                   "alert": alert}
+        what = f"{alert.get('job_id')}/{alert.get('scope')}/{alert.get('threshold')}"
+        if tries >= self.attempts or now - first_at >= self.max_age_s:
+            with self._r.pipeline(transaction=True) as pipe:
+                pipe.lrem(keys.BUDGET_INFLIGHT, 1, raw)
+                pipe.rpush(keys.BUDGET_DEAD, json.dumps(wrapped, sort_keys=True))
+                pipe.execute()
+            log.warning("budget webhook %s: alert %s given up after %d tries (dead-lettered): %s",
+                        _safe(self.url), what, tries, exc)
+            return
+        self._requeue(raw, json.dumps(wrapped, sort_keys=True))
+        log.info("budget webhook %s: alert %s failed (try %d), retrying later: %s",
+                 _safe(self.url), what, tries, exc)
+
+    def _requeue(self, raw: str, queued: str) -> None:
+        """Move ``raw`` from in flight to the back of the outbox as ``queued``."""
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.lrem(keys.BUDGET_INFLIGHT, 1, raw)
+            pipe.rpush(keys.BUDGET_OUTBOX, queued)
+            pipe.execute()
+
+
+def _unwrap(raw: str) -> tuple[dict[str, Any], dict[str, float]]:
+    """The alert payload and its retry state (fresh for an alert never tried)."""
+    item = json.loads(raw)
+    if isinstance(item, dict) and "_retry" in item:
+        return item["alert"], item["_retry"]
+    return item, {"tries": 0, "next_at": 0.0, "first_at": 0.0}
 
 
 def _safe(url: str) -> str:

@@ -71,6 +71,7 @@ def lease(name: str) -> str:
 OFFER_SAMPLES = f"{PREFIX}:offers:samples"    # hash series -> "0"/"1" per poll, oldest first
 BUDGET_OUTBOX = f"{PREFIX}:notify:budget"      # list of budget-alert JSON payloads to POST
 BUDGET_INFLIGHT = f"{PREFIX}:notify:budget:inflight"  # list: taken by a delivery run
+BUDGET_DEAD = f"{PREFIX}:notify:budget:dead"  # list: alerts given up on (tries/age)
 BUDGET_SETTINGS = f"{PREFIX}:config:budgets"   # JSON: per-user limits, webhook on/off
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -238,16 +239,30 @@ def test_user_budget_spent_by_other_jobs_stops_a_pending_job(ctx):
 
 
 class _Receiver:
-    """A real local HTTP server recording POSTed JSON; answers ``codes`` in turn, then 200."""
+    """A real local HTTP server recording POSTed JSON; answers ``codes`` in turn, then 200.
+    Alerts of a job in ``slow`` are answered after ``slow_s`` (never recorded); of a job in
+    ``per_job`` with that status code (e.g. a 307 redirect to a path that would accept it)."""
 
     def __init__(self, codes=()):
         self.bodies: list[dict] = []
         self.codes = list(codes)
+        self.slow: set[str] = set()
+        self.slow_s = 5.0
+        self.per_job: dict[str, int] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["content-length"]))
+                job_id = json.loads(body).get("job_id")
+                if job_id in outer.slow:
+                    time.sleep(outer.slow_s)
+                    return
+                if job_id in outer.per_job:
+                    self.send_response(outer.per_job[job_id])
+                    self.send_header("location", "/elsewhere")
+                    self.end_headers()
+                    return
                 code = outer.codes.pop(0) if outer.codes else 200
                 if code == 200:
                     outer.bodies.append(json.loads(body))
@@ -283,18 +298,73 @@ def test_webhook_delivers_each_alert_in_order(redis_client, receiver):
     assert outbox.pending() == 0
 
 
-def test_webhook_retries_errors_and_keeps_what_still_fails(redis_client, receiver):
+def test_webhook_retries_errors_in_later_runs(redis_client, receiver):
     outbox = BudgetOutbox(redis_client)
     outbox.push({"job_id": "j", "threshold": 0.8})
-    receiver.codes = [500, 503]  # two failures, then success: within the run's attempts
-    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 1
-    assert [b["threshold"] for b in receiver.bodies] == [0.8]
-    outbox.push({"job_id": "j", "threshold": 0.9})
-    receiver.codes = [500] * 3  # every attempt of this run fails: kept for the next run
-    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 0
+    receiver.codes = [500, 503]  # two failures, then success
+    deliver = WebhookDeliverer(redis_client, receiver.url, backoff_s=0)
+    assert deliver() == 0 and deliver() == 0 and outbox.pending() == 1
+    assert deliver() == 1
+    assert receiver.bodies == [{"job_id": "j", "threshold": 0.8}]  # the payload, unwrapped
+    assert outbox.pending() == 0 and outbox.dead() == []
+
+
+def test_webhook_backoff_defers_a_failed_alert(redis_client, receiver):
+    outbox = BudgetOutbox(redis_client)
+    outbox.push({"job_id": "j", "threshold": 0.8})
+    receiver.codes = [500]
+    deliver = WebhookDeliverer(redis_client, receiver.url, backoff_s=3600)
+    assert deliver() == 0
+    assert deliver() == 0 and receiver.codes == [] and receiver.bodies == []  # not yet retried
     assert outbox.pending() == 1
-    assert WebhookDeliverer(redis_client, receiver.url, first_wait_s=0.01)() == 1
-    assert [b["threshold"] for b in receiver.bodies] == [0.8, 0.9]
+
+
+def test_a_slow_or_redirecting_alert_does_not_hold_up_the_others(redis_client, receiver):
+    outbox = BudgetOutbox(redis_client)
+    receiver.slow.add("sleepy")
+    receiver.per_job["moved"] = 307
+    for job_id in ("sleepy", "moved", "a", "b"):
+        outbox.push({"job_id": job_id, "owner": job_id, "threshold": 0.8})
+    deliver = WebhookDeliverer(redis_client, receiver.url, timeout_s=0.3, backoff_s=0)
+    assert deliver() == 2
+    assert [b["job_id"] for b in receiver.bodies] == ["a", "b"]
+    # The two failures wait at the back with their try count; a redirect is not delivery.
+    queued = [json.loads(x) for x in redis_client.lrange(keys.BUDGET_OUTBOX, 0, -1)]
+    assert [(q["alert"]["job_id"], q["_retry"]["tries"]) for q in queued] == [
+        ("sleepy", 1), ("moved", 1)]
+    # An alert pushed later is delivered on the next run, though the failures are retried too.
+    outbox.push({"job_id": "c", "owner": "c", "threshold": 0.9})
+    assert deliver() == 1
+    assert [b["job_id"] for b in receiver.bodies] == ["a", "b", "c"]
+    assert outbox.pending() == 2
+
+
+def test_a_run_stops_after_its_time_budget(redis_client, receiver):
+    outbox = BudgetOutbox(redis_client)
+    receiver.slow.update({"s1", "s2", "s3"})
+    for job_id in ("s1", "s2", "s3", "a"):
+        outbox.push({"job_id": job_id, "threshold": 0.8})
+    deliver = WebhookDeliverer(redis_client, receiver.url, timeout_s=0.3, run_s=0.5,
+                               backoff_s=0)
+    deliver()
+    # At most two POSTs fit in the run (the second one cut to what is left of the budget).
+    assert outbox.pending() == 4 and receiver.bodies == []
+    assert redis_client.llen(keys.BUDGET_INFLIGHT) == 0
+
+
+def test_webhook_dead_letters_after_its_attempts(redis_client, receiver, caplog):
+    outbox = BudgetOutbox(redis_client)
+    receiver.per_job["bad"] = 500
+    outbox.push({"job_id": "bad", "scope": "job", "threshold": 0.8})
+    deliver = WebhookDeliverer(redis_client, receiver.url, attempts=3, backoff_s=0)
+    with caplog.at_level("WARNING", logger="scheduler.notify.budget_webhook"):
+        assert [deliver() for _ in range(4)] == [0, 0, 0, 0]
+    assert outbox.pending() == 0
+    dead = outbox.dead()
+    assert [(d["alert"]["job_id"], d["_retry"]["tries"]) for d in dead] == [("bad", 3)]
+    assert any("bad/job/0.8 given up after 3 tries" in r.getMessage() for r in caplog.records)
+    outbox.push({"job_id": "good", "threshold": 0.8})
+    assert deliver() == 1
 
 
 def test_webhook_redelivers_alerts_of_a_run_that_died(redis_client, receiver):
@@ -307,8 +377,7 @@ def test_webhook_redelivers_alerts_of_a_run_that_died(redis_client, receiver):
 
 def test_webhook_unreachable_keeps_the_alert(redis_client):
     BudgetOutbox(redis_client).push({"job_id": "j", "threshold": 0.8})
-    dead = WebhookDeliverer(redis_client, "http://127.0.0.1:9/hook", timeout_s=0.5,
-                            attempts=2, first_wait_s=0.01)
+    dead = WebhookDeliverer(redis_client, "http://127.0.0.1:9/hook", timeout_s=0.5)
     assert dead() == 0
     assert BudgetOutbox(redis_client).pending() == 1
 
@@ -325,3 +394,11 @@ def test_a_job_stopped_by_its_budget_before_it_ran_says_so_without_checkpointing
     assert not any("checkpoint" in m for m in messages), messages
     assert "stopping (the job never ran)" in messages[-2]
     assert messages[-1].endswith("stopped before it ever ran")
+
+
+def test_a_stopped_deliverer_starts_no_post(redis_client, receiver):
+    BudgetOutbox(redis_client).push({"job_id": "j", "threshold": 0.8})
+    deliver = WebhookDeliverer(redis_client, receiver.url)
+    deliver.stop()  # the daemon is shutting down
+    assert deliver() == 0 and receiver.bodies == []
+    assert BudgetOutbox(redis_client).pending() == 1
