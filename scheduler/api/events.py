@@ -17,14 +17,17 @@ naming the field; a ``job`` that does not exist answers 404. Events come from
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
+from starlette.concurrency import run_in_threadpool
 
 from scheduler.api.auth import require_user
 from scheduler.store import Store
 from scheduler.store.events import STREAM_ID_RE, EventStream
-from scheduler.timing import EVENTS_MAX_WAIT_S
+from scheduler.timing import EVENTS_MAX_WAIT_S, EVENTS_POLL_S
 
 
 def router(store: Store) -> APIRouter:
@@ -33,14 +36,21 @@ def router(store: Store) -> APIRouter:
     api = APIRouter(dependencies=[Depends(require_user)])
 
     @api.get("/v1/events")
-    def events(after: str | None = Query(None, max_length=41, pattern=STREAM_ID_RE.pattern),
+    async def events(after: str | None = Query(None, max_length=41, pattern=STREAM_ID_RE.pattern),
                limit: int = Query(100, ge=1, le=1000),
                job: str | None = Query(None, min_length=1, max_length=200),
                wait_s: float = Query(0.0, ge=0, le=EVENTS_MAX_WAIT_S)) -> dict[str, Any]:
-        if job is not None and not store.jobs.exists(job):
+        # Async so a waiting request holds no worker thread: each Redis read is a short
+        # non-blocking one in the threadpool, and the wait between reads is an asyncio sleep.
+        # (A sync endpoint blocking up to wait_s let 40 long-polls starve every other route.)
+        if job is not None and not await run_in_threadpool(store.jobs.exists, job):
             raise HTTPException(404, f"no job {job!r}")
+        deadline = time.monotonic() + (wait_s if after is not None else 0.0)
         try:
-            page = stream.read(after, limit, job, wait_s)
+            page = await run_in_threadpool(stream.read, after, limit, job)
+            while not page.events and time.monotonic() < deadline:
+                await asyncio.sleep(min(EVENTS_POLL_S, max(0.0, deadline - time.monotonic())))
+                page = await run_in_threadpool(stream.read, page.next, limit, job)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         return {"events": page.events, "next": page.next}

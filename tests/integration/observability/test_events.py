@@ -8,7 +8,9 @@ import queue
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
 import uvicorn
 from typer.testing import CliRunner
@@ -150,3 +152,26 @@ def test_cli_without_a_daemon_says_so(tmp_path):
     result = CliRunner().invoke(cli, ["events", "--home", str(tmp_path)])
     assert result.exit_code == 2
     assert "no daemon" in result.output
+
+
+def test_long_polls_do_not_hold_up_other_requests(api, served):
+    # More waiting requests than the API's worker threads (~40): the health check must still
+    # answer while they all wait (a sync endpoint answered it only after the waits ended).
+    url = json.loads((served / "daemon.json").read_text())["api_url"]
+    future_id = f"{(time.time() + 3600) * 1000:.0f}-0"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    def poll():
+        return httpx.get(f"{url}/v1/events", params={"after": future_id, "wait_s": 5},
+                         headers=headers, timeout=30)
+
+    with ThreadPoolExecutor(60) as pool:
+        polls = [pool.submit(poll) for _ in range(60)]
+        time.sleep(0.5)  # let them all reach the server and start waiting
+        health = httpx.get(f"{url}/v1/health", timeout=30)
+        waiting = sum(not p.done() for p in polls)
+        answers = [p.result() for p in polls]
+    assert health.status_code == 200
+    assert waiting == len(polls), "the health check waited for long-polls to end"
+    assert all(a.status_code == 200 and a.json() == {"events": [], "next": future_id}
+               for a in answers)
