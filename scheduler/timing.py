@@ -98,9 +98,6 @@ EVENTS_STREAM_MAXLEN = 100_000
 # idle request per 5 s), well under the 10 s read timeout common in HTTP clients and proxies,
 # and short enough that waiting requests never tie up the API's worker threads for long.
 EVENTS_MAX_WAIT_S = 5.0
-# A waiting events request blocks on Redis in slices this long (XREAD BLOCK), so a Redis client
-# with a socket timeout of a few seconds never times out on an idle stream.
-EVENTS_BLOCK_SLICE_S = 1.0
 # A waiting GET /v1/events re-reads the stream this often (a non-blocking read in the
 # threadpool, an asyncio sleep between): waiters hold no worker thread, and 200 waiters cost
 # ~800 tiny Redis reads/s at most; a new event reaches a follower within this delay.

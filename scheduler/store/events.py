@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ import redis
 
 from scheduler.models import Job
 from scheduler.store import keys
-from scheduler.timing import EVENTS_BLOCK_SLICE_S, EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
+from scheduler.timing import EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
 
 # A stream id as Redis writes it: "<ms>-<seq>"; "0-0" (or "0") means "from the beginning".
 STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?$")
@@ -106,15 +105,15 @@ class EventStream:
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
 
-    def read(self, after: str | None = None, limit: int = 100, job_id: str | None = None,
-             wait_s: float = 0.0) -> EventPage:
+    def read(self, after: str | None = None, limit: int = 100,
+             job_id: str | None = None) -> EventPage:
         """Events after the cursor ``after``, oldest first, at most ``limit``.
 
         - **after**: a stream id from a previous page's ``next``; ``None`` gives the most recent
           ``limit`` events (what ``schedctl events`` shows first).
         - **job_id**: only this job's events. The scan reads at most ``EVENTS_SCAN_MAX`` entries
           per call; ``next`` moves past everything scanned, matching or not.
-        - **wait_s**: when nothing new is there yet, wait up to this many seconds for it.
+        Never blocks: the API waits for new events between non-blocking reads.
 
         Raises ``ValueError`` for a malformed ``after``; ``redis.RedisError`` when Redis fails.
         """
@@ -123,15 +122,7 @@ class EventStream:
         after = _cursor(after)
         if after == _LAST_ID:
             return EventPage([], after)  # nothing can follow it
-        deadline = time.monotonic() + max(0.0, wait_s)
-        page = self._forward(after, limit, job_id)
-        while not page.events and time.monotonic() < deadline:
-            slice_s = min(EVENTS_BLOCK_SLICE_S, deadline - time.monotonic())
-            if slice_s <= 0:
-                break
-            if self._r.xread({keys.EVENTS: page.next}, count=1, block=max(1, int(slice_s * 1000))):
-                page = self._forward(page.next, limit, job_id)
-        return page
+        return self._forward(after, limit, job_id)
 
     def _forward(self, after: str, limit: int, job_id: str | None) -> EventPage:
         """Scan forward from ``after`` (exclusive) until ``limit`` matches or the scan cap."""
