@@ -12,6 +12,7 @@ from __future__ import annotations
 from policies.budget import THRESHOLDS, BudgetAlert, budget_level
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import snapshot
+from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import finish, save
 from scheduler.models import (
     Job,
@@ -30,18 +31,8 @@ def _tag(alert: BudgetAlert) -> str:
     return f"{alert.scope}:{round(alert.threshold * 100)}"
 
 
-# job id -> controller-clock time (epoch s) of its last ledger write for an owner without a
-# limit. Losing it (restart, another replica) only brings a write forward.
-_ledger_written: dict[str, float] = {}
-
-
-def _ledger_due(job_id: str, now: float) -> bool:
-    if now - _ledger_written.get(job_id, -float("inf")) < LEDGER_REFRESH_S:
-        return False
-    if len(_ledger_written) >= 100_000:
-        _ledger_written.clear()
-    _ledger_written[job_id] = now
-    return True
+# Ledger writes per job id, for owners without a limit.
+_ledger_writes = Throttle()
 
 
 def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
@@ -52,7 +43,7 @@ def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
         limits.append(("job", spent, job.spec.budget_usd))
     user_limit = snapshot(ctx).budgets.users.get(job.spec.owner)
     spend = SpendStore(ctx.store.redis)
-    if spent > 0 and (user_limit is not None or _ledger_due(job.id, ctx.clock().timestamp())):
+    if spent > 0 and (user_limit is not None or _ledger_writes.due(job.id, ctx.clock().timestamp(), LEDGER_REFRESH_S)):
         # Owners without a limit get their ledger refreshed once a minute per job, not every
         # pass: that write was most of a pass's Redis time with 1,000 running jobs. A limit
         # set later sees their spend at most a minute stale.

@@ -15,6 +15,7 @@ from policies.engine import should_migrate
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import job_inputs, snapshot
+from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import save
 from scheduler.models import Job, JobState, StopKind, StopRequest
 from scheduler.timing import MOVE_REVIEW_MIN_S
@@ -22,22 +23,11 @@ from scheduler.timing import MOVE_REVIEW_MIN_S
 # Reasons of should_migrate that move the job to another offer now.
 _MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
 
-# (job id, placement decided-at) -> controller-clock time (epoch s) of its last review. Prices
-# change only at offer polls, and a move takes minutes (checkpoint, relaunch, restore), so one
-# review per placement per poll interval, and at most every MOVE_REVIEW_MIN_S, is enough; this
-# keeps a pass over many running jobs cheap (a review is ~1-3 ms of CPU). Losing it (restart, another replica) only brings a
-# review forward.
-_reviewed: dict[tuple[str, float], float] = {}
-_REVIEWED_MAX = 100_000
-
-
-def _due(key: tuple[str, float], now: float, every_s: float) -> bool:
-    if now - _reviewed.get(key, -float("inf")) < every_s:
-        return False
-    if len(_reviewed) >= _REVIEWED_MAX:
-        _reviewed.clear()
-    _reviewed[key] = now
-    return True
+# Reviews per (job id, placement decided-at). Prices change only at offer polls, and a move
+# takes minutes (checkpoint, relaunch, restore), so one review per placement per poll interval,
+# and at most every MOVE_REVIEW_MIN_S, is enough; this keeps a pass over many running jobs cheap
+# (a review is ~1-3 ms of CPU).
+_reviews = Throttle()
 
 
 def consider_move(ctx: Context, job: Job) -> Job | None:
@@ -47,7 +37,7 @@ def consider_move(ctx: Context, job: Job) -> Job | None:
             or placement is None or placement.instance_id is None:
         return None
     snap = snapshot(ctx)
-    if not _due((job.id, placement.decided_at.timestamp()), ctx.clock().timestamp(),
+    if not _reviews.due((job.id, placement.decided_at.timestamp()), ctx.clock().timestamp(),
                 max(snap.poll_s, MOVE_REVIEW_MIN_S)):
         return None
     inputs = job_inputs(ctx, snap, job)
