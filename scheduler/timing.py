@@ -64,10 +64,12 @@ AGENT_KILL_WAIT_S = 5.0
 # After the job exits, how long to wait for the rest of its output (children may still write).
 AGENT_OUTPUT_DRAIN_S = 2.0
 
-# --- policy v2 in the daemon (placement, price migration, budgets; issue 6) ----------------
+# --- policy v2 in the daemon (placement, price migration, budgets) -------------------------
 
 # Availability samples kept per offer, one per offer poll (1 = listed, 0 = absent): 288 polls
-# is a day at the 5-minute cloud poll, enough for mean up/down run lengths, and bounded.
+# span 4.8 h at the 60 s cloud poll (OFFER_POLL_S) and 9.6 min of wall time (9.6 market hours
+# at time_scale 60) at the 2 s replay poll: enough for mean up/down run lengths, and bounded
+# (288 bytes per offer).
 OFFER_SAMPLES_KEPT = 288
 # Launch + boot + agent install + restore of a new instance, in hours, as the v2 policy's
 # restart overhead: cloud GPU VMs take a few minutes before the job resumes.
@@ -89,7 +91,7 @@ BUDGET_WEBHOOK_MAX_AGE_S = 24 * 3600.0
 BUDGET_WEBHOOK_BATCH = 50
 BUDGET_WEBHOOK_LEASE_S = 60.0
 
-# --- observability (issue 7): event stream, /metrics ------------------------------------------
+# --- observability: event stream, /metrics ---------------------------------------------------
 
 # Job events kept in the Redis stream (approximate trim): ~100k events is days of a busy
 # installation and a few tens of MB; older events stay in each job's own timeline.
@@ -112,7 +114,7 @@ POLL_LATENCY_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
 # well under the 1 s reconcile interval.
 RECONCILE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
-# --- several replicas on one Redis (issue 7) ---------------------------------------------
+# --- several replicas on one Redis -----------------------------------------------------
 
 # A poller's lease lasts this many of its poll intervals (at least POLL_LEASE_MIN_S), so a
 # slow poll keeps it, and a dead owner's poller is taken over within that time.
@@ -132,12 +134,14 @@ RECONCILER_ACTIVE_WINDOW_S = JOB_LEASE_TTL_S
 # fewer round trips than one per job, and a batch's steps run well within its leases' TTL.
 RECONCILE_BATCH = 50
 
-# --- Redis client reconnects (issue 7, faults) --------------------------------------------
+# --- Redis client reconnects --------------------------------------------------------------
 
 # A command whose connection fails (Redis restarting, a failover) is retried on a new
-# connection with jittered exponential backoff from FIRST to MAX wait, REDIS_RETRIES times
-# (~3 s in all), then fails to its caller, which retries on its next pass; so a thread never
-# hangs on a dead Redis and a restart of a few seconds is mostly absorbed.
+# connection REDIS_RETRIES times, with full-jitter exponential backoff (redis-py's
+# ExponentialWithJitterBackoff: the n-th wait is random in [0, min(MAX, FIRST * 2**n)], i.e.
+# up to 0.1, 0.2, 0.4, 0.8, 1, 1 s: at most 3.5 s in all, ~2.3 s on average), then fails to its
+# caller, which retries on its next pass; so a thread never hangs on a dead Redis and a
+# restart of a few seconds is mostly absorbed.
 REDIS_RETRIES = 6
 REDIS_RETRY_FIRST_WAIT_S = 0.05
 REDIS_RETRY_MAX_WAIT_S = 1.0

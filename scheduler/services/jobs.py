@@ -28,6 +28,7 @@ from scheduler.models import (
     utcnow,
 )
 from scheduler.store import StaleJobError, Store
+from scheduler.store.job_stats import MIGRATION_REASONS
 from scheduler.store.spend import SpendStore
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
@@ -164,7 +165,7 @@ def cancel(store: Store, job_id: str) -> Job:
 
 def summary(job: Job) -> dict[str, Any]:
     """Job plus derived money figures: ``cost_usd``, ``on_demand_cost_usd``, ``savings_pct``,
-    ``billed_hours`` (market hours), ``migrations``."""
+    ``billed_hours`` (market hours), ``migrations`` (see :func:`migrations`)."""
     now = utcnow()
     cost = job.cost_usd(now)
     on_demand = job.on_demand_cost_usd(now)
@@ -177,6 +178,16 @@ def summary(job: Job) -> dict[str, Any]:
         "on_demand_cost_usd": None if on_demand is None else round(on_demand, 6),
         "savings_pct": savings,
         "billed_hours": round(job.billed_hours(now), 6),
-        "migrations": sum(1 for p in job.placements if p.end_reason in ("preempted", "lost")),
+        "migrations": migrations(job),
     }
     return data
+
+
+def migrations(job: Job) -> int:
+    """Placements the job left and went on from: reclaimed (``preempted``), presumed
+    ``lost``, or left for a cheaper offer (``moved``, a price-driven move), counted as
+    ``ga_migrations_total`` counts them (:data:`MIGRATION_REASONS`)."""
+    placements = job.all_placements()
+    return sum(1 for i, p in enumerate(job.placements)
+               if p.end_reason in MIGRATION_REASONS
+               and (not job.state.is_terminal() or i + 1 < len(placements)))
