@@ -161,6 +161,7 @@ class Daemon:
             raise ProviderConfigError(str(exc)) from None
         self.redis = connect(settings.redis_url, home)
         self.store = Store.over(self.redis)
+        self.store.agents.drop_legacy_instance_records()
         # Failed provider calls are counted in Redis for /metrics (the same on every replica).
         self.providers = ProviderRegistry(counted(self.providers.adapters(), self.redis))
         # Several replicas on one Redis must use one owner id, one checkpoint store and the

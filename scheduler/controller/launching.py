@@ -46,7 +46,6 @@ def launch(ctx: Context, job: Job) -> Job | None:
             return _launch_refused(ctx, job, exc)
     placement.instance_id = instance.id
     placement.started_at = instance.launched_at
-    ctx.store.agents.record_instance(instance)
     job.waiting_reason = None
     job.record(JobState.PROVISIONING, f"launched instance {instance.id}; waiting for its agent",
                offer=placement.offer, at=ctx.clock())

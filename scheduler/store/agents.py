@@ -1,4 +1,4 @@
-"""Agent tokens and reports, and the instances we launched.
+"""Agent tokens and reports.
 
 An agent token is scoped to one attempt of one job: ``{job_id}.{attempt}.{mac}`` where ``mac``
 is an HMAC of the scope under the daemon's secret. It is the same however often a launch is
@@ -13,7 +13,7 @@ import hmac
 
 import redis
 
-from scheduler.models import Instance, parse_lenient
+from scheduler.models import parse_lenient
 from scheduler.models.agents import AgentReport
 from scheduler.store import keys
 
@@ -51,7 +51,7 @@ class AgentTokens:
 
 
 class AgentStore:
-    """Newest report per job attempt, and the instances we launched."""
+    """Newest report per job attempt."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
@@ -90,12 +90,10 @@ class AgentStore:
         return {pair: parse_lenient(AgentReport, raw) if raw else None
                 for pair, raw in zip(attempts, raws, strict=True)}
 
-    def record_instance(self, instance: Instance) -> None:
-        with self._r.pipeline(transaction=True) as pipe:
-            pipe.set(keys.instance(instance.id), instance.model_dump_json())
-            pipe.sadd(keys.INSTANCES_INDEX, instance.id)
-            pipe.execute()
-
-    def instance(self, instance_id: str) -> Instance | None:
-        raw = self._r.get(keys.instance(instance_id))
-        return parse_lenient(Instance, raw) if raw else None
+    def drop_legacy_instance_records(self) -> int:
+        """Delete the per-instance records older versions wrote (``keys.LEGACY_INSTANCE_*``:
+        no expiry, never read; providers describe instances every pass). Returns how many
+        keys were deleted; a no-op once done."""
+        found = [keys.LEGACY_INSTANCES_INDEX, *self._r.scan_iter(
+            match=keys.LEGACY_INSTANCE_PATTERN, count=1000)]
+        return int(self._r.unlink(*found))

@@ -8,7 +8,6 @@ PREFIX = "ga"
 
 JOBS_INDEX = f"{PREFIX}:jobs"                 # zset job_id -> created ms
 ACTIVE_JOBS = f"{PREFIX}:jobs:active"         # set of non-terminal job ids
-INSTANCES_INDEX = f"{PREFIX}:instances"       # set of instance ids we launched
 SERIES_INDEX = f"{PREFIX}:series"             # set of price series keys (every series with history)
 OFFER_PROVIDERS = f"{PREFIX}:offers:providers"  # set of provider names with offers
 UNAVAILABLE_OFFERS = f"{PREFIX}:unavailable"   # zset series -> expiry ms
@@ -33,10 +32,6 @@ def job_lease(job_id: str) -> str:
 
 def agent_report(job_id: str, attempt: int) -> str:
     return f"{PREFIX}:agent:{{{job_id}}}:{attempt}"
-
-
-def instance(instance_id: str) -> str:
-    return f"{PREFIX}:instance:{instance_id}"
 
 
 def offers(provider: str) -> str:
@@ -112,3 +107,8 @@ def poller_lease(provider: str) -> str:
 def replica(replica_id: str) -> str:
     """JSON about one live replica (API URL, secret fingerprints); expires unless renewed."""
     return f"{PREFIX}:replica:{replica_id}"
+
+
+# Written by older versions for every launched instance, never read: deleted at daemon start.
+LEGACY_INSTANCES_INDEX = f"{PREFIX}:instances"
+LEGACY_INSTANCE_PATTERN = f"{PREFIX}:instance:*"
