@@ -1,6 +1,8 @@
 """What the v2 policy decides on, read from the store: the launchable offers, their per-poll
 availability samples, and one job's view (:mod:`policies.daemon_views`).
 
+The controller and ``schedctl plan`` (:mod:`scheduler.services.plans`) both build their inputs
+here (:func:`read_snapshot`, :func:`inputs_at`), so a plan shows the decision a placement takes.
 The market part is read once per reconcile pass (cached while ``ctx.observed`` is the pass's
 observation, and for at most :data:`~scheduler.timing.RECONCILE_INTERVAL_S`), the job part per
 job. Every hour handed to the policy is a market hour: wall durations are multiplied by the
@@ -12,14 +14,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 
 from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
 from policies.views import JobView, MarketView, OfferTable
-from scheduler.controller.context import Context, Observed
+from scheduler.controller.context import Context, Observed, ProviderRegistry
 from scheduler.models import Job, Offer
+from scheduler.store import Store
 from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (
     OFFER_POLL_S,
@@ -75,11 +79,14 @@ class JobInputs:
     eligible: np.ndarray
 
 
-def launchable(ctx: Context, provider: str) -> bool:
+def launchable(providers: ProviderRegistry | None, provider: str) -> bool:
     """Offers of display-only sources (public catalogs) and of providers no longer configured
-    are shown by ``schedctl offers`` but never placed on."""
+    are shown by ``schedctl offers`` but never placed on. Without a registry (an API app built
+    without the daemon's providers) every provider counts as launchable."""
+    if providers is None:
+        return True
     try:
-        return bool(getattr(ctx.providers.get(provider), "launchable", True))
+        return bool(getattr(providers.get(provider), "launchable", True))
     except KeyError:
         return False
 
@@ -105,13 +112,25 @@ def snapshot(ctx: Context) -> MarketSnapshot:
     hit = _last[0] if _last else None
     if hit is not None and hit[0] is ctx.observed and time.monotonic() - hit[1] < RECONCILE_INTERVAL_S:
         return hit[2]
-    store = ctx.store
-    offers = [o for o in store.offers.all_offers() if launchable(ctx, o.provider)]
+    snap = read_snapshot(ctx.store, ctx.providers)
+    _last[:] = [(ctx.observed, time.monotonic(), snap)]
+    return snap
+
+
+def read_snapshot(store: Store, providers: ProviderRegistry | None,
+                  offers: list[Offer] | None = None) -> MarketSnapshot:
+    """The market the policy decides on now: ``offers`` (default: the latest offers in the
+    store) of launchable providers, with the store's unavailable marks, availability samples
+    and budget settings; the time scale is the fastest configured adapter's (1 without any).
+    Raises ``redis.RedisError``."""
+    listed = store.offers.all_offers() if offers is None else offers
+    offers = [o for o in listed if launchable(providers, o.provider)]
     gone = store.offers.unavailable()
     table = OfferTable.from_offers(offers)
-    scale = max((a.time_scale for a in ctx.providers.adapters()), default=1.0)
+    adapters = providers.adapters() if providers is not None else []
+    scale = max((a.time_scale for a in adapters), default=1.0)
     poll_s = REPLAY_OFFER_POLL_S if scale > 1 else OFFER_POLL_S
-    snap = MarketSnapshot(
+    return MarketSnapshot(
         offers=offers, table=table,
         prices=np.array([o.price_usd_per_hour for o in offers], dtype=float),
         unavailable=np.array([o.key in gone for o in offers], dtype=bool),
@@ -119,8 +138,6 @@ def snapshot(ctx: Context) -> MarketSnapshot:
         gap_h=poll_s * scale / 3600.0, time_scale=scale,
         budgets=SpendStore(store.redis).settings(), poll_s=poll_s,
     )
-    _last[:] = [(ctx.observed, time.monotonic(), snap)]
-    return snap
 
 
 def _or(value: float | None, default: float) -> float:
@@ -128,14 +145,19 @@ def _or(value: float | None, default: float) -> float:
 
 
 def job_inputs(ctx: Context, snap: MarketSnapshot, job: Job) -> JobInputs:
-    """The views of ``job`` now. Remaining compute = ``expected_hours`` − progress saved in
-    committed checkpoints (``Job.progress_h``); progress since the last checkpoint (lost by a
-    move) is estimated from the current attempt's running hours."""
-    now = ctx.clock()
+    """The views of ``job`` at the context's clock (:func:`inputs_at`)."""
+    return inputs_at(ctx.store, snap, job, ctx.clock())
+
+
+def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> JobInputs:
+    """The views of ``job`` at ``now`` (aware UTC). Remaining compute = ``expected_hours`` −
+    progress saved in committed checkpoints (``Job.progress_h``); progress since the last
+    checkpoint (lost by a move) is estimated from the current attempt's running hours. The
+    owner's spend is read from the store when the owner has a limit."""
     eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
     table, market = snap.market(eligible)
     user_limit = snap.budgets.users.get(job.spec.owner)
-    user_spent = SpendStore(ctx.store.redis).owner_total(job.spec.owner) if user_limit else 0.0
+    user_spent = SpendStore(store.redis).owner_total(job.spec.owner) if user_limit else 0.0
     placement = job.placement
     age_h = 0.0
     if placement is not None and placement.instance_id is not None:
