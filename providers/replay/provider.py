@@ -19,10 +19,10 @@ from typing import Any
 
 from providers.base import LaunchRequest
 from providers.errors import CapacityError, NotFoundError, ProviderError, QuotaError
-from providers.replay.client import CloudClient, error_code, shutdown_cloud
+from providers.replay.client import CloudClient, error_code, running_cloud_url, shutdown_cloud
 from providers.replay.market import load_market
-from providers.replay.state import DEFAULT_IDLE_EXIT_S
-from scheduler.models import Instance, Offer, OfferKey, PriceObservation
+from providers.replay.state import DEFAULT_IDLE_EXIT_S, STATE_FILE, CloudStateData
+from scheduler.models import Instance, Offer, OfferKey, PriceObservation, utcnow
 from scheduler.models.base import ensure_utc
 
 MULTI_PROVIDER_NAME = "replay"
@@ -138,6 +138,21 @@ class ReplayProvider:
         :func:`providers.replay.client.shutdown_cloud`); quiet when none runs. With
         ``reset_market`` the next start begins a fresh market clock."""
         shutdown_cloud(self.state_dir, reset_market=reset_market)
+
+    def offers_now(self) -> list[Offer]:
+        """The offers :meth:`list_offers` would return now, without starting the cloud: asked
+        of the cloud when one runs for this state dir, else computed from the market file at
+        the market clock of ``state.json`` (at the market's start when no cloud ever ran here,
+        as the first cloud's clock starts when it does). For planning without a daemon."""
+        if running_cloud_url(self.state_dir):
+            return self.list_offers()
+        now = utcnow()
+        try:
+            epoch = CloudStateData.model_validate_json(
+                (self.state_dir / STATE_FILE).read_bytes()).epoch_wall
+        except (OSError, ValueError):
+            epoch = now
+        return self.market.offers_at(self.market.clock(epoch).market_s(now), now)
 
     def cloud_url(self) -> str:
         """Base URL of the cloud process, starting it if needed."""
