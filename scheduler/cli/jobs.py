@@ -78,11 +78,16 @@ def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 @app.command()
 def status(job_id: str, home: Path | None = HomeOption,
            watch: bool = typer.Option(False, "--watch", "-w", help="refresh until the job ends")) -> None:
-    """Timeline, placements, cost so far and what all-on-demand would have cost."""
+    """Timeline, placements, cost so far and what all-on-demand would have cost. With
+    --watch, a live view on a terminal; piped or redirected, one line per new event as it
+    happens, then the final summary."""
     try:
         api = client(home)
         if not watch:
             console.print(render.job_panel(api.get(f"/v1/jobs/{job_id}")))
+            return
+        if not console.is_terminal:
+            _watch_lines(api, job_id)
             return
         from rich.live import Live
         with Live(console=console, refresh_per_second=4) as live:
@@ -94,6 +99,30 @@ def status(job_id: str, home: Path | None = HomeOption,
                 time.sleep(1)
     except CliError as exc:
         fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _watch_lines(api, job_id: str) -> None:
+    """``status --watch`` into a pipe or a file: a live view draws nothing there until it
+    stops, so print each timeline event (and each new waiting reason) once, as a line, as
+    soon as a poll sees it; when the job ends, print its summary."""
+    printed, reason = 0, None
+    while True:
+        job = api.get(f"/v1/jobs/{job_id}")
+        events = job["events"]
+        for event in events[printed:]:
+            console.print(render.event_line(event), highlight=False, soft_wrap=True)
+        printed = len(events)
+        ended = job["state"] in render.TERMINAL_STATES
+        if not ended and job.get("waiting_reason") and job["waiting_reason"] != reason:
+            console.print(f"waiting: {job['waiting_reason']}", markup=False, highlight=False,
+                          soft_wrap=True)
+        reason = job.get("waiting_reason")
+        if ended:
+            console.print(render.job_panel(job))
+            return
+        time.sleep(1)
 
 
 @app.command("list")

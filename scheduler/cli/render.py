@@ -160,6 +160,19 @@ def timeline(job: dict[str, Any], last: int | None = None) -> Table:
     return table
 
 
+def event_line(event: dict[str, Any]) -> Text:
+    """One timeline event as one line (``status --watch`` into a pipe): UTC date and time,
+    state, message, and the offer with its price when the event names one."""
+    at = str(event.get("at", ""))[:19].replace("T", " ")
+    line = Text.assemble(at, " ", state_text(str(event.get("state", "?"))), " ",
+                         str(event.get("message", "")))
+    if event.get("offer"):
+        price = event.get("price_usd_per_hour")
+        line.append(f" ({event['offer']}" + ("" if price is None else f" @ ${price:.4f}/h") + ")",
+                    style="dim")
+    return line
+
+
 def placements(job: dict[str, Any]) -> Table:
     table = new_table("placements")
     table.add_column("#", justify="right", no_wrap=True)

@@ -1,0 +1,79 @@
+"""The daemon's API app served on a real port over a real Redis, and a GA_HOME whose
+daemon.json and api-token point the CLI at it (the CLI runs as a real process or through
+typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from scheduler.api.app import create_app
+from scheduler.checkpoints.local import LocalObjectStore
+from scheduler.models import Job, JobSpec, JobState, utcnow
+from scheduler.store import Store
+from scheduler.store.agents import AgentTokens
+
+TOKEN = "user-token"
+
+
+@dataclass
+class Served:
+    store: Store
+    home: Path
+    tokens: AgentTokens
+    url: str
+
+
+@pytest.fixture
+def served(redis_client, tmp_path, monkeypatch) -> Served:
+    store = Store.over(redis_client)
+    tokens = AgentTokens(b"agent-secret")
+    app = create_app(store, LocalObjectStore(tmp_path / "objects"), tokens, TOKEN)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"http://127.0.0.1:{port}"
+    (home / "daemon.json").write_text(json.dumps({"api_url": url}))
+    (home / "api-token").write_text(TOKEN)
+    monkeypatch.delenv("GA_API_TOKEN", raising=False)
+    yield Served(store, home, tokens, url)
+    server.should_exit = True
+    thread.join(10)
+
+
+def new_job(store: Store, name: str = "train", **spec) -> Job:
+    now = utcnow()
+    job = Job(id=f"{name}-0001", spec=JobSpec.model_validate(
+        {"name": name, "command": "python train.py", **spec}), created_at=now, updated_at=now)
+    job.record(JobState.PENDING, "submitted", at=now)
+    return store.jobs.create(job)
+
+
+def line_reader(stream) -> queue.Queue:
+    """Lines of ``stream`` as they come, read by a thread (a test never blocks forever)."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
