@@ -32,6 +32,10 @@ _GROUP_FIELDS: dict[str, tuple[str, ...]] = {
 }
 _RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w|y)$")
 _UNIT_S = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+# Times a query may name: history's millisecond timestamps start at the epoch, and the upper
+# bound leaves room for the arithmetic callers do past it (datetime stops at 9999-12-31).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class QueryError(ValueError):
@@ -47,10 +51,12 @@ def parse_when(text: str | None, field: str, now: datetime | None = None) -> dat
 
     Accepts ``None``/``""`` (→ ``None``), ``now``, a duration ago (``30d``, ``12h``, ``90m``,
     ``2w``, ``1y``), an ISO-8601 date (``2020-03-01``, midnight UTC) or date-time (with a
-    timezone, or UTC when naive). Returns an aware UTC datetime.
+    timezone, or UTC when naive). Returns an aware UTC datetime between :data:`EARLIEST`
+    and :data:`LATEST`.
 
     Raises:
-        QueryError: naming ``field`` and the accepted forms.
+        QueryError: naming ``field`` and the accepted forms, or the range when the time is
+            outside it (``300000y`` ago, year 1 with a positive offset, a 16 KiB number).
     """
     if text is None or not str(text).strip():
         return None
@@ -58,15 +64,26 @@ def parse_when(text: str | None, field: str, now: datetime | None = None) -> dat
     now = now or utcnow()
     if text == "now":
         return now
+    shown = text if len(text) <= 40 else text[:40] + "…"
+    out_of_range = QueryError(field, f"got {shown!r}: out of range; times from "
+                                     f"{EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} UTC")
     m = _RELATIVE_RE.match(text)
     if m:
-        return now - timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+        seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+        if not seconds <= (now - EARLIEST).total_seconds():  # also inf from a huge number
+            raise out_of_range
+        return now - timedelta(seconds=seconds)
     try:
         at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:  # year 1 at +01:00, year 9999 at -01:00
+        raise out_of_range from None
     except ValueError:
-        raise QueryError(field, f"got {text!r}; use a duration ago (30d, 12h, 90m, 2w, 1y), "
+        raise QueryError(field, f"got {shown!r}; use a duration ago (30d, 12h, 90m, 2w, 1y), "
                                 "an ISO date (2020-03-01) or date-time (2020-03-01T12:00Z)") from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    if not EARLIEST <= at <= LATEST:
+        raise out_of_range
+    return at
 
 
 def hardware_map(store: Store) -> dict[str, dict[str, Any]]:
