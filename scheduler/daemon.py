@@ -16,7 +16,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,13 +43,14 @@ from scheduler.provider_setup import (
 from scheduler.replicas import (
     ReplicaRegistry,
     failover_warning,
+    home_replica_id,
     shared_owner,
     shared_store_url,
 )
 from scheduler.store import Store, keys
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
-from scheduler.store.leases import LeasedTask
+from scheduler.store.leases import LeasedTask, Leases
 from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (
     BUDGET_WEBHOOK_INTERVAL_S,
@@ -160,7 +161,10 @@ class Daemon:
                 raise
             raise ProviderConfigError(str(exc)) from None
         self.redis = connect(settings.redis_url, home)
-        self.store = Store.over(self.redis)
+        # Leases are held in the name of this home's replica identity, the same for every
+        # process on the home: a restart takes over what its dead process held (below).
+        self.store = replace(Store.over(self.redis),
+                             leases=Leases(self.redis, replica=home_replica_id(home)))
         self.store.agents.drop_legacy_instance_records()
         # Failed provider calls are counted in Redis for /metrics (the same on every replica).
         self.providers = ProviderRegistry(counted(self.providers.adapters(), self.redis))
@@ -178,9 +182,14 @@ class Daemon:
         # A backstop: no log line shows these, even quoted in an error.
         ga_secrets.redact_logs(self.api_token, agent_secret)
         owner = shared_owner(self.redis, home, settings.owner)
-        self.replicas = ReplicaRegistry(self.redis, self.store.leases.holder, self.api_url,
+        self.replicas = ReplicaRegistry(self.redis, self.store.leases.member, self.api_url,
                                         self.api_token, agent_secret)
         self.replicas.join()
+        # We hold daemon.lock, so an earlier process of this replica is gone: its leases are
+        # ours at once (under new fences) instead of after their TTLs.
+        taken = self.store.leases.take_over_previous()
+        if taken:
+            log.info("took over %d lease(s) of this replica's previous process", taken)
         failover = failover_warning(self.replicas.live(), self.replicas.replica_id,
                                     self.api_url, settings.advertise_url)
         if failover:

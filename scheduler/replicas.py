@@ -9,6 +9,8 @@
   names it; else the first daemon publishes its default (``file://GA_HOME/checkpoints``) and
   the others adopt it (right on one machine; on several, set an S3 ``GA_STORE_URL``). Store
   URLs never carry credentials (see :func:`scheduler.checkpoints.urls.open_store`).
+- **replica id**: each replica's own identity, the same across its restarts
+  (:func:`home_replica_id`); leases are held and replicas registered under it.
 - **secrets**: the API token and the agent secret come from ``GA_API_TOKEN`` /
   ``GA_AGENT_SECRET`` (see :mod:`scheduler.secrets`); each live replica publishes only their
   fingerprints, and a replica whose secrets differ from a live one's is refused.
@@ -47,6 +49,21 @@ def home_owner_id(home: Path) -> str:
     return path.read_text().strip()
 
 
+def home_replica_id(home: Path) -> str:
+    """This replica's identity, the same for every daemon process on ``home``:
+    ``<GA_HOME/replica-id>@<hostname>``, the file created with a random ``r-<12 hex>`` on first
+    use. ``GA_HOME/daemon.lock`` lets one daemon at a time run on a home, so when a daemon
+    holds it, any other process of this identity is gone (its leases may be taken over). The
+    hostname is part of it: a home copied to another machine is another replica."""
+    path = home / "replica-id"
+    if not path.exists():
+        import secrets
+        tmp = home / "replica-id.tmp"
+        tmp.write_text(f"r-{secrets.token_hex(6)}")
+        os.replace(tmp, path)
+    return f"{path.read_text().strip()}@{socket.gethostname()}"
+
+
 def shared_owner(client: redis.Redis, home: Path, explicit: str | None) -> str:
     """The installation's owner id (see the module docstring). Raises
     :class:`ReplicaConfigError` when ``explicit`` (``GA_OWNER``) differs from the published one."""
@@ -81,7 +98,10 @@ def shared_store_url(client: redis.Redis, explicit: str | None, default: str) ->
 class ReplicaRegistry:
     """This replica's entry among the live ones: ``keys.replica(id)`` holds JSON (API URL,
     pid, host, secret fingerprints) and expires ``REPLICA_TTL_S`` after the last
-    :meth:`heartbeat`."""
+    :meth:`heartbeat`.
+
+    ``replica_id`` is stable across restarts (:func:`home_replica_id`): a restarted daemon
+    overwrites the entry its dead process left instead of seeing it as another replica."""
 
     def __init__(self, client: redis.Redis, replica_id: str, api_url: str, api_token: str,
                  agent_secret: bytes) -> None:

@@ -48,18 +48,32 @@ class Lease:
 class Leases:
     """Acquire, renew and release named leases for one holder. Safe to share between threads.
 
-    ``holder`` defaults to ``host:pid:random``, readable in Redis when debugging who owns what.
-    The leases acquired and not released are remembered, for :meth:`release_all` at shutdown.
+    ``holder`` defaults to ``<replica>:pid:random`` when ``replica`` (a daemon's stable
+    identity, see :func:`scheduler.replicas.home_replica_id`) is given, else to
+    ``host:pid:random``; readable in Redis when debugging who owns what. A holder
+    ``<replica>:...`` other than ours is an earlier process of this replica
+    (:meth:`take_over_previous`). The leases acquired and not released are remembered, for
+    :meth:`release_all` at shutdown. Raises ``ValueError`` for a ``holder`` with ``/`` or a
+    ``replica`` with ``/`` or ``:``.
     """
 
-    def __init__(self, client: redis.Redis, holder: str | None = None) -> None:
+    def __init__(self, client: redis.Redis, holder: str | None = None,
+                 replica: str | None = None) -> None:
         self._r = client
-        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        if replica is not None and ("/" in replica or ":" in replica or not replica):
+            raise ValueError(f"replica: {replica!r} must be non-empty, without '/' or ':'")
+        self.replica = replica
+        self.holder = holder or (f"{replica or socket.gethostname()}:{os.getpid()}:"
+                                 f"{secrets.token_hex(4)}")
         if "/" in self.holder:
             raise ValueError(f"holder: {self.holder!r} must not contain '/'")
+        # Our entry in the sets of :meth:`active_holders`: the replica, so that a restarted
+        # daemon replaces the entry of its dead process instead of counting it.
+        self.member = replica or self.holder
         self._acquire = client.register_script(scripts.ACQUIRE_LEASE)
         self._renew = client.register_script(scripts.RENEW_LEASE)
         self._release = client.register_script(scripts.RELEASE_LEASE)
+        self._take_over = client.register_script(scripts.TAKE_OVER_LEASE)
         self._held: dict[str, Lease] = {}
         self._lock = threading.Lock()
 
@@ -105,6 +119,38 @@ class Leases:
         values = self._r.mget(keys_) if keys_ else []
         return [v.rpartition("/")[0] if v else None for v in values]
 
+    def is_previous_incarnation(self, holder: str | None) -> bool:
+        """Whether ``holder`` is an earlier process of this replica (never ourselves; always
+        ``False`` without a ``replica``)."""
+        return (self.replica is not None and holder is not None and holder != self.holder
+                and holder.startswith(f"{self.replica}:"))
+
+    def take_over_previous(self) -> int:
+        """Take every lease an earlier process of this replica still holds, at once rather
+        than after its TTL, each under a new fence (so a save that process had in flight is
+        refused) and with its remaining TTL (the tasks renew theirs on their next run).
+
+        Only safe while nothing else of this replica can be running: the daemon calls it
+        holding ``GA_HOME/daemon.lock``. Returns how many leases were taken over. Raises
+        ``redis.RedisError`` when Redis cannot be reached."""
+        if self.replica is None:
+            return 0
+        found = list(self._r.scan_iter(match=keys.lease("*"), count=1000))
+        taken = 0
+        for first in range(0, len(found), 500):
+            batch = found[first:first + 500]
+            for key, value in zip(batch, self._r.mget(batch), strict=True):
+                holder = value.rpartition("/")[0] if value else None
+                if not self.is_previous_incarnation(holder):
+                    continue  # another replica's, a fence counter, or not a lease of ours
+                new = self._take_over(keys=[key, keys.lease_fence(key)],
+                                      args=[value, self.holder, FENCE_COUNTER_TTL_MS])
+                if new:
+                    with self._lock:
+                        self._held[key] = Lease(key, self.holder, int(new.rpartition("/")[2]))
+                    taken += 1
+        return taken
+
     def renew(self, lease: Lease, ttl_s: float) -> bool:
         """Extend ``lease`` if it is still current; ``False`` when it was lost."""
         return bool(self._renew(keys=[lease.key], args=[lease.value, int(ttl_s * 1000)]))
@@ -115,18 +161,19 @@ class Leases:
             return key in self._held
 
     def active_holders(self, key: str, window_s: float) -> int:
-        """Mark this holder active now in the sorted set ``key`` and count the holders active
-        within the last ``window_s`` seconds (ourselves included); older ones are dropped."""
+        """Mark this holder (its :attr:`member`) active now in the sorted set ``key`` and count
+        the holders active within the last ``window_s`` seconds (ourselves included); older
+        ones are dropped."""
         now_ms = int(time.time() * 1000)
         with self._r.pipeline(transaction=True) as pipe:
-            pipe.zadd(key, {self.holder: now_ms})
+            pipe.zadd(key, {self.member: now_ms})
             pipe.zremrangebyscore(key, "-inf", now_ms - int(window_s * 1000))
             pipe.zcard(key)
             return int(pipe.execute()[-1])
 
     def inactive(self, key: str) -> None:
         """Drop this holder from the sorted set ``key`` of :meth:`active_holders` (shutdown)."""
-        self._r.zrem(key, self.holder)
+        self._r.zrem(key, self.member)
 
     def current(self, key: str) -> str | None:
         """The value stored at ``key`` (``"<holder>/<fence>"``), whoever holds it."""

@@ -41,3 +41,23 @@ value = ARGV[1] .. '/' .. fence
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
 return value
 """
+
+# Take over a lease from an earlier process of the same replica (it is known to be gone), with
+# a new fence so that a write it still had in flight is refused; the remaining TTL is kept.
+# KEYS[1]: lease key. KEYS[2]: its fence counter. ARGV[1]: the value seen ("<holder>/<fence>").
+# ARGV[2]: our holder token. ARGV[3]: fence counter TTL in ms.
+# Returns the new lease value, or false when the lease changed or expired meanwhile.
+TAKE_OVER_LEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return false
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then
+  return false
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local value = ARGV[2] .. '/' .. fence
+redis.call('SET', KEYS[1], value, 'PX', ttl)
+return value
+"""
