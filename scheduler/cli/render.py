@@ -187,10 +187,48 @@ def placements(job: dict[str, Any]) -> Table:
         table.add_row(
             str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}",
             o["market"], _usd(o["price_usd_per_hour"], 3), f"{_billed_hours(p):.2f}",
-            p.get("end_reason") or ("running" if p.get("instance_id") else "launching"),
+            _placement_end(p, job.get("command_failure")),
             _usd(_billed_hours(p) * o["price_usd_per_hour"]),
         )
     return table
+
+
+def _placement_end(p: dict[str, Any], failure: dict[str, Any] | None) -> str:
+    end = p.get("end_reason") or ("running" if p.get("instance_id") else "launching")
+    if end == "failed" and failure and failure["attempt"] == p["attempt"]:
+        end += f" (exit {failure['exit_code']})"
+    return end
+
+
+def exit_code_meaning(code: int) -> str:
+    """``3``, or ``137 (killed by SIGKILL)`` for a shell-convention death by signal."""
+    import signal
+
+    if 128 < code < 128 + 65:
+        try:
+            return f"{code} (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return str(code)
+
+
+def failure_block(job: dict[str, Any]) -> Text | None:
+    """The latest non-zero exit of the job's command: its exit code and the last lines of
+    its log, or ``None`` (no failure recorded, or the job succeeded after it)."""
+    failure = job.get("command_failure")
+    if not failure or job["state"] == "succeeded":
+        return None
+    text = Text(f"attempt {failure['attempt']}: the command exited with code "
+                f"{exit_code_meaning(failure['exit_code'])} at {_time(failure['at'])}",
+                style="bold red")
+    if failure["log_tail"]:
+        text.append(f"\nlast {plural(len(failure['log_tail']), 'line')} of its log "
+                    f"(all of it: schedctl logs {job['id']}):", style="red")
+        for line in failure["log_tail"]:
+            text.append(f"\n  {line}", style="dim")
+    else:
+        text.append("\n(it printed nothing)", style="red")
+    return text
 
 
 def _billed_hours(p: dict[str, Any]) -> float:
@@ -207,7 +245,11 @@ def job_panel(job: dict[str, Any], last_events: int | None = None,
     head = Text.assemble((job["id"], "bold"), "  ", state_text(job["state"]))
     if job.get("waiting_reason") and job["state"] not in TERMINAL_STATES:
         head.append(f"\n{job['waiting_reason']}", style="yellow")
-    parts: list[Any] = [head, money_line(job), timeline(job, last_events)]
+    parts: list[Any] = [head, money_line(job)]
+    failure = failure_block(job)
+    if failure is not None:
+        parts.append(failure)
+    parts.append(timeline(job, last_events))
     if with_placements and _all_placements(job):
         parts.append(placements(job))
     return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)

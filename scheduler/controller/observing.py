@@ -24,6 +24,7 @@ from scheduler.controller.transitions import (
 )
 from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
 from scheduler.models.agents import AgentPhase, AgentReport
+from scheduler.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from scheduler.timing import (
     AGENT_LOST_AFTER_S,
     AGENT_START_TIMEOUT_S,
@@ -119,6 +120,9 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
                      PlacementEnd.LOST)
     if report.phase is AgentPhase.FAILED:
         job.failures += 1
+        # The final report's output is already stored: keep its tail for `status`.
+        job.command_failure = CommandFailure.of(report.attempt, report.exit_code, ctx.clock(),
+                                                ctx.store.jobs.logs(job.id, -FAILURE_LOG_LINES))
         if job.failures > job.spec.max_failures:
             return finish(ctx, job, PlacementEnd.FAILED, JobState.FAILED,
                           f"command exited {report.exit_code}; failure {job.failures} "

@@ -280,6 +280,31 @@ class StopRequest(StrictModel):
     target: str | None = None
 
 
+# The tail of a failed command's output kept in the job record, so `status` shows the error
+# without `schedctl logs`: bounded (20 lines of at most 300 characters, ~6 KB per job).
+FAILURE_LOG_LINES = 20
+FAILURE_LOG_LINE_CHARS = 300
+
+
+class CommandFailure(StrictModel):
+    """The latest non-zero exit of the job's command, as its agent reported it:
+    ``exit_code`` (shell convention: 128 + N after signal N), the ``attempt`` and when the
+    daemon saw it (``at``), and ``log_tail``, the job's last output lines then (at most
+    :data:`FAILURE_LOG_LINES`, each cut to :data:`FAILURE_LOG_LINE_CHARS` characters)."""
+
+    attempt: int = Field(ge=1)
+    exit_code: int
+    at: datetime
+    log_tail: list[str] = Field(default_factory=list, max_length=FAILURE_LOG_LINES)
+
+    @classmethod
+    def of(cls, attempt: int, exit_code: int, at: datetime, lines: list[str]) -> CommandFailure:
+        """From the job's log lines (oldest first; only the last ones are kept)."""
+        cut = FAILURE_LOG_LINE_CHARS
+        tail = [ln if len(ln) <= cut else ln[:cut - 1] + "…" for ln in lines[-FAILURE_LOG_LINES:]]
+        return cls(attempt=attempt, exit_code=exit_code, at=at, log_tail=tail)
+
+
 class Job(StrictModel):
     """A submitted job and everything the controller recorded about it.
 
@@ -312,6 +337,9 @@ class Job(StrictModel):
     stop_request: StopRequest | None = None
     budget_alerts: list[str] = Field(
         default_factory=list, description="budget alerts already recorded, e.g. 'job:80'")
+    command_failure: CommandFailure | None = Field(
+        default=None, description="the latest non-zero exit of the command: exit code and the "
+                                  "last lines of the log")
 
     def remaining_hours(self) -> float | None:
         """``expected_hours`` minus the saved progress (≥ 0), or ``None`` when unknown."""
