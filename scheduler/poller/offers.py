@@ -4,7 +4,9 @@ Spot offers' interruption risk is blended with the preemptions this service obse
 (:mod:`policies.observed_risk`) before they are stored.
 
 A failed poll logs and leaves the latest offers in place (keep the last good data); only real
-observations are appended to history.
+observations are appended to history. A replayed market's offers and observations are written
+under its own history source (``replay:<market name>``), never into the real one, even when it
+imitates a real cloud's provider names.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from datetime import datetime
 from policies.observed_risk import blended_risk
 from providers.base import Provider
 from providers.errors import ProviderError
+from providers.replay import ReplayProvider
 from scheduler.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
+from scheduler.store.history_sources import REAL, for_market
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,14 @@ def _with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) ->
     return offer.model_copy(update={"interruption_risk": risk})
 
 
+def history_source(provider: Provider) -> str:
+    """The history source a provider's prices belong to: ``replay:<market name>`` for a
+    replayed market, ``real`` for everything else (cloud APIs, public catalogs)."""
+    if isinstance(provider, ReplayProvider):
+        return for_market(provider.market.name)
+    return REAL
+
+
 class OfferPoller:
     """Callable apscheduler job for one adapter. Not reentrant: register with max_instances=1."""
 
@@ -41,6 +53,7 @@ class OfferPoller:
         self.provider = provider
         self.last_prices_at: datetime | None = None
         self.last_error: str | None = None
+        self.source = history_source(provider)
 
     def __call__(self) -> int:
         """Returns the number of offers stored (0 on failure)."""
@@ -60,11 +73,11 @@ class OfferPoller:
             by_name[offer.provider].append(_with_observed_risk(offer, exposure))
         names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
         for name in names | set(by_name):
-            self.store.offers.replace_offers(name, by_name.get(name, []))
+            self.store.offers.replace_offers(name, by_name.get(name, []), self.source)
         # Per-poll availability samples feed the v2 policy's up/down run estimates.
         self.store.offers.record_samples(names | set(by_name),
                                          [o.key.series() for o in offers])
-        self.store.offers.append_prices(observations)
+        self.store.offers.append_prices(observations, self.source)
         self.last_prices_at = started
         self.last_error = None
         return len(offers)

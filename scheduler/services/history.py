@@ -2,6 +2,12 @@
 routes: which series match, their time-weighted statistics per series or per group, the
 market at a past moment, and points to plot.
 
+Sources: real history and each replayed market's are kept apart
+(:mod:`scheduler.store.history_sources`). Every query takes a ``source`` selector (``auto``,
+``real``, ``replay``, ``replay:<market>``, ``all``); ``auto`` answers from real history when
+it has data for the question, else from the replayed markets' (so a demo shows its replayed
+prices). Every row says its ``source``; no statistic pools two sources.
+
 Data: the history store (:mod:`scheduler.store.history`); GPU model and VRAM of a series come
 from the ``provider/instance_type`` hardware map in Redis, kept up to date from the latest
 offers on every query (and from catalogs at import), with the AWS table of
@@ -21,6 +27,7 @@ from providers.catalog.gpus import AWS_GPU_TYPES
 from scheduler.models import Market, OfferKey, utcnow
 from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store import Store
+from scheduler.store import history_sources as sources
 from scheduler.store.history import SeriesMeta, from_ms, to_ms
 from scheduler.store.rollups import Piece
 
@@ -115,9 +122,11 @@ def _hardware_of(hw: dict[str, dict[str, Any]], key: OfferKey) -> dict[str, Any]
 def select_series(store: Store, *, gpu: str | None = None, provider: str | None = None,
                   region: str | None = None, zone: str | None = None,
                   instance_type: str | None = None, market: str | None = None,
-                  min_vram_gib: float = 0) -> list[tuple[str, OfferKey, dict[str, Any] | None]]:
-    """Series with history matching every filter given (case-insensitive equality; ``gpu``
-    against the series' GPU model), as ``(series, key, hardware or None)``, sorted."""
+                  min_vram_gib: float = 0, source: str = sources.REAL
+                  ) -> list[tuple[str, OfferKey, dict[str, Any] | None]]:
+    """Series with history in ``source`` matching every filter given (case-insensitive
+    equality; ``gpu`` against the series' GPU model), as ``(series, key, hardware or None)``,
+    sorted."""
     if market not in (None, "spot", "on-demand"):
         raise QueryError("market", f"got {market!r}; allowed: spot, on-demand")
     hw = hardware_map(store)
@@ -125,7 +134,7 @@ def select_series(store: Store, *, gpu: str | None = None, provider: str | None 
               "instance_type": instance_type, "market": market}
     wanted = {k: v.lower() for k, v in wanted.items() if v is not None}
     out = []
-    for series in store.offers.history.series():
+    for series in store.offers.history.series(source):
         parts = series.split("/")
         if len(parts) != 5:
             continue
@@ -145,6 +154,29 @@ def select_series(store: Store, *, gpu: str | None = None, provider: str | None 
     return out
 
 
+def _selector(source: str | None) -> str:
+    try:
+        return sources.parse_selector(source)
+    except ValueError as exc:
+        raise QueryError("source", str(exc)) from None
+
+
+def _candidates(store: Store, selector: str) -> list[str]:
+    """The sources a selector may answer from, real first (``auto``: every source)."""
+    known = set(store.offers.history.sources())
+    return sources.matching("all" if selector == "auto" else selector, known)
+
+
+def _chosen(selector: str, answered: dict[str, bool]) -> list[str]:
+    """Sources kept: all candidates, or for ``auto`` real alone when it answered, else the
+    replayed markets that did (real when none did, so the answer says what real lacks)."""
+    if selector != "auto":
+        return list(answered)
+    if answered.get(sources.REAL):
+        return [sources.REAL]
+    return [s for s, ok in answered.items() if ok and s != sources.REAL] or [sources.REAL]
+
+
 def _window(meta: SeriesMeta, start_ms: int, end_ms: int, live: bool) -> tuple[int, int] | None:
     """The part of ``[start_ms, end_ms]`` the series covers; a live series covers up to now."""
     extent_end = end_ms if live else min(end_ms, meta.last_seen_ms)
@@ -152,66 +184,84 @@ def _window(meta: SeriesMeta, start_ms: int, end_ms: int, live: bool) -> tuple[i
     return (lo, hi) if lo <= hi else None
 
 
+def _spans(store: Store, source: str, start_ms: int, end_ms: int, filters: dict[str, Any]):
+    """Matching series of ``source`` with the part of the window each covers (``None``:
+    outside it), as ``(series, key, hardware, meta, span)``."""
+    history = store.offers.history
+    matched = select_series(store, source=source, **filters)
+    metas = history.metas([s for s, _, _ in matched], source)
+    live = history.live(list(metas), source)
+    return [(series, key, info, metas[series],
+             _window(metas[series], start_ms, end_ms, series in live))
+            for series, key, info in matched if series in metas]
+
+
 def query(store: Store, *, since: str | None = "30d", until: str | None = None,
           by: str = "series", per_gpu: bool = False, now: datetime | None = None,
-          **filters: Any) -> dict[str, Any]:
+          source: str | None = "auto", **filters: Any) -> dict[str, Any]:
     """Statistics of the matching series over ``[since, until]``.
 
     Args:
         since, until: see :func:`parse_when` (defaults: 30 days ago, now).
-        by: one of :data:`GROUPINGS`; groups pool their series' time-weighted distributions.
+        by: one of :data:`GROUPINGS`; groups pool their series' time-weighted distributions
+            (never across sources: the source is part of every group).
         per_gpu: prices per GPU-hour (divided by each series' GPU count; series of unknown
             hardware are left out).
+        source: a selector of :mod:`scheduler.store.history_sources` (default ``auto``:
+            real history when any matching real series covers part of the window, else the
+            replayed markets that do).
         filters: ``gpu``, ``provider``, ``region``, ``zone``, ``instance_type``, ``market``.
 
     Returns:
-        ``{"since", "until", "by", "per_gpu", "rows": [...], "matched", "outside": {"count",
-        "first", "last"}}``; each row holds its group fields (plus hardware for ``series``) and
-        the statistics of :class:`~scheduler.services.history_stats.Accumulator`.
+        ``{"since", "until", "by", "per_gpu", "source": [sources answered from], "rows":
+        [...], "matched", "outside": {"count", "first", "last"}}``; each row holds its
+        ``source``, its group fields (plus hardware for ``series``) and the statistics of
+        :class:`~scheduler.services.history_stats.Accumulator`.
 
     Raises:
-        QueryError: a bad ``since``/``until``/``by``/``market`` (names the field).
+        QueryError: a bad ``since``/``until``/``by``/``market``/``source`` (names the field).
     """
     if by not in GROUPINGS:
         raise QueryError("by", f"got {by!r}; allowed: {', '.join(GROUPINGS)}")
+    selector = _selector(source)
     now = now or utcnow()
     start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
     end = parse_when(until, "until", now) or now
     if end < start:
         raise QueryError("until", "must not be before since")
-    matched = select_series(store, **filters)
+    found = {src: _spans(store, src, to_ms(start), to_ms(end), filters)
+             for src in _candidates(store, selector)}
+    chosen = _chosen(selector, {src: any(r[4] for r in rows) for src, rows in found.items()})
     history = store.offers.history
-    metas = history.metas([s for s, _, _ in matched])
-    live = history.live(list(metas))
     groups: dict[tuple, Accumulator] = defaultdict(Accumulator)
     labels: dict[tuple, dict[str, Any]] = {}
     outside: list[SeriesMeta] = []
-    for series, key, info in matched:
-        meta = metas.get(series)
-        span = meta and _window(meta, to_ms(start), to_ms(end), series in live)
-        if not span:
-            if meta:
+    for src in chosen:
+        for series, key, info, meta, span in found.get(src, []):
+            if not span:
                 outside.append(meta)
-            continue
-        if per_gpu and not (info and info.get("gpu_count")):
-            continue
-        divisor = float(info["gpu_count"]) if per_gpu else 1.0
-        pieces, changes = history.pieces(meta, *span)
-        _accumulate(by, key, info, pieces, changes, divisor, groups, labels)
-    rows = [{**labels[g], **stats} for g, acc in groups.items() if (stats := acc.result())]
-    rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", "")))
+                continue
+            if per_gpu and not (info and info.get("gpu_count")):
+                continue
+            divisor = float(info["gpu_count"]) if per_gpu else 1.0
+            pieces, changes = history.pieces(meta, *span)
+            _accumulate(by, src, key, info, pieces, changes, divisor, groups, labels)
+    rows = [{**labels[g], **stats, "source": g[0]} for g, acc in groups.items()
+            if (stats := acc.result())]  # source last: columns of CSV output stay where they were
+    rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", ""), r["source"]))
     return {
         "since": start.isoformat(), "until": end.isoformat(), "by": by, "per_gpu": per_gpu,
-        "matched": len(matched), "rows": rows,
+        "source": chosen, "matched": sum(len(found.get(src, [])) for src in chosen),
+        "rows": rows,
         "outside": {"count": len(outside),
                     "first": from_ms(min(m.first_ms for m in outside)).isoformat() if outside else None,
                     "last": from_ms(max(m.last_seen_ms for m in outside)).isoformat() if outside else None},
     }
 
 
-def _accumulate(by: str, key: OfferKey, info: dict[str, Any] | None, pieces: list[Piece],
-                changes: int, divisor: float, groups: dict[tuple, Accumulator],
-                labels: dict[tuple, dict[str, Any]]) -> None:
+def _accumulate(by: str, source: str, key: OfferKey, info: dict[str, Any] | None,
+                pieces: list[Piece], changes: int, divisor: float,
+                groups: dict[tuple, Accumulator], labels: dict[tuple, dict[str, Any]]) -> None:
     values = {"provider": key.provider, "region": key.region, "zone": key.zone,
               "instance_type": key.instance_type, "market": key.market.value}
     if by == "hour-of-day":
@@ -219,15 +269,15 @@ def _accumulate(by: str, key: OfferKey, info: dict[str, Any] | None, pieces: lis
         for hour, parts in split_by_hour_of_day(pieces).items():
             if not parts:
                 continue
-            acc = groups[(hour,)]
-            labels[(hour,)] = {"hour": hour}
+            acc = groups[(source, hour)]
+            labels[(source, hour)] = {"hour": hour}
             acc.series += 1
             acc.changes += changes_by_hour.get(hour, 0)
             for piece, dur in parts:
                 acc.add_piece(piece, divisor, dur)
         return
-    group = tuple(values[f] for f in _GROUP_FIELDS[by])
-    label = dict(zip(_GROUP_FIELDS[by], group))
+    group = (source,) + tuple(values[f] for f in _GROUP_FIELDS[by])
+    label = dict(zip(_GROUP_FIELDS[by], group[1:]))
     if by == "series":
         label["series_key"] = key.series()
         label.update({k: (info or {}).get(k) for k in ("gpu_model", "gpu_count", "vram_gib")})
@@ -245,61 +295,90 @@ def _changes_by_hour(pieces: list[Piece]) -> dict[int, int]:
 
 
 def points(store: Store, series: str, since: str | None = "30d", until: str | None = None,
-           now: datetime | None = None) -> dict[str, Any]:
-    """The series' step function over the window for plotting: ``{"series", "points":
-    [[iso time, price], ...]}`` with one point per piece start plus the window end (rolled-up
-    hours give their mean). Raises ``QueryError`` for a bad time or an unknown series."""
+           now: datetime | None = None, source: str | None = "auto") -> dict[str, Any]:
+    """The series' step function over the window for plotting: ``{"series", "source",
+    "points": [[iso time, price], ...]}`` with one point per piece start plus the window end
+    (rolled-up hours give their mean). ``source``: a selector naming one source, or ``auto``
+    (real when it covers the window, else the first replayed market that does). Raises
+    ``QueryError`` for a bad time or source, an unknown series, or a selector naming several
+    sources."""
+    selector = _selector(source)
     now = now or utcnow()
     start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
     end = parse_when(until, "until", now) or now
     history = store.offers.history
-    meta = history.metas([series]).get(series)
-    if meta is None:
+    spans = {}
+    for src in _candidates(store, selector):
+        meta = history.metas([series], src).get(series)
+        if meta is not None:
+            spans[src] = (meta, _window(meta, to_ms(start), to_ms(end),
+                                        series in history.live([series], src)))
+    if not spans:
         raise QueryError("series", f"no history for {series!r}")
-    span = _window(meta, to_ms(start), to_ms(end), series in history.live([series]))
+    chosen = _chosen(selector, {src: bool(span) for src, (_, span) in spans.items()})
+    if len(chosen) > 1 and selector != "auto":
+        raise QueryError("source", f"{series!r} has history in {', '.join(chosen)}: name one")
+    src = chosen[0] if chosen[0] in spans else next(iter(spans))
+    meta, span = spans[src]
     pieces = history.pieces(meta, *span)[0] if span else []
     out = [[from_ms(p.start_ms).isoformat(), p.mean] for p in pieces]
     if pieces:
         out.append([from_ms(pieces[-1].end_ms).isoformat(), pieces[-1].last])
-    return {"series": series, "points": out}
+    return {"series": series, "source": src, "points": out}
 
 
 def offers_at(store: Store, at: str, *, gpu: str | None = None, provider: str | None = None,
               market: str | None = None, min_vram_gib: float = 0,
-              now: datetime | None = None) -> list[dict[str, Any]]:
+              now: datetime | None = None, source: str | None = "auto") -> list[dict[str, Any]]:
     """The market as it was at ``at`` (see :func:`parse_when`), from history: rows shaped
     like :func:`scheduler.services.offers.table` (spot and on-demand side by side per
-    instance type and zone), ``observed_at`` = since when that price was in force, risk
-    unknown (``None``). Series whose history does not cover ``at`` are left out."""
+    instance type and zone) plus ``source``; ``observed_at`` and ``price_since`` = since when
+    that price was in force, risk unknown (``None``). Series whose history does not cover
+    ``at`` are left out. ``source``: a selector (default ``auto``: real history when it covers
+    ``at``, else the replayed markets that do). Raises ``QueryError`` (names the field)."""
+    selector = _selector(source)
     when = parse_when(at, "at", now or utcnow())
     assert when is not None
-    matched = select_series(store, gpu=gpu, provider=provider, min_vram_gib=min_vram_gib)
-    history = store.offers.history
-    names = [s for s, _, _ in matched]
-    metas = history.metas(names)
-    live = history.live(names)
     at_ms = to_ms(when)
-    covered = [s for s in names if s in metas and (s in live or metas[s].last_seen_ms >= at_ms)]
-    prices = history.prices_at(covered, at_ms)
-    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    for series, key, info in matched:
-        if series not in prices:
-            continue
-        price, since_ms = prices[series]
-        info = info or {}
-        row = rows.setdefault((key.provider, key.region, key.zone, key.instance_type), {
-            "gpu_model": info.get("gpu_model", "?"), "gpu_count": info.get("gpu_count", 0),
-            "vram_gib": info.get("vram_gib", 0), "provider": key.provider, "region": key.region,
-            "zone": key.zone, "instance_type": key.instance_type,
-            "on_demand_usd_per_hour": None, "spot_usd_per_hour": None,
-            "interruption_risk": None, "observed_at": from_ms(since_ms).isoformat()})
-        field = "spot_usd_per_hour" if key.market is Market.SPOT else "on_demand_usd_per_hour"
-        row[field] = price
+    history = store.offers.history
+    found: dict[str, list[tuple[str, OfferKey, dict[str, Any] | None]]] = {}
+    prices: dict[str, dict[str, tuple[float, int]]] = {}
+    for src in _candidates(store, selector):
+        found[src] = select_series(store, gpu=gpu, provider=provider, min_vram_gib=min_vram_gib,
+                                   source=src)
+        names = [s for s, _, _ in found[src]]
+        metas = history.metas(names, src)
+        live = history.live(names, src)
+        covered = [s for s in names if s in metas and (s in live or metas[s].last_seen_ms >= at_ms)]
+        prices[src] = history.prices_at(covered, at_ms, src)
+    rows: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    for src in _chosen(selector, {src: bool(p) for src, p in prices.items()}):
+        for series, key, info in found.get(src, []):
+            if series not in prices[src]:
+                continue
+            price, since_ms = prices[src][series]
+            _offer_row(rows, src, key, info or {}, price, from_ms(since_ms).isoformat())
     out = list(rows.values())
     if market in ("spot", "on-demand"):
         field = "spot_usd_per_hour" if market == "spot" else "on_demand_usd_per_hour"
         out = [r for r in out if r[field] is not None]
     cheapest: Callable[[dict[str, Any]], float] = lambda r: min(
         p for p in (r["spot_usd_per_hour"], r["on_demand_usd_per_hour"], float("inf")) if p is not None)
-    out.sort(key=lambda r: (cheapest(r), r["zone"], r["instance_type"]))
+    out.sort(key=lambda r: (cheapest(r), r["zone"], r["instance_type"], r["source"]))
     return out
+
+
+def _offer_row(rows: dict[tuple[str, str, str, str, str], dict[str, Any]], source: str,
+               key: OfferKey, info: dict[str, Any], price: float, since: str) -> None:
+    row = rows.setdefault((source, key.provider, key.region, key.zone, key.instance_type), {
+        "gpu_model": info.get("gpu_model", "?"), "gpu_count": info.get("gpu_count", 0),
+        "vram_gib": info.get("vram_gib", 0), "provider": key.provider, "region": key.region,
+        "zone": key.zone, "instance_type": key.instance_type,
+        "on_demand_usd_per_hour": None, "spot_usd_per_hour": None,
+        "interruption_risk": None, "observed_at": since, "price_since": since,
+        "source": source})
+    if key.market is Market.SPOT:
+        row["spot_usd_per_hour"] = price
+        row["price_since"] = since  # the spot price's start, as the live table shows it
+    else:
+        row["on_demand_usd_per_hour"] = price

@@ -15,6 +15,13 @@ Per series (``provider/region/zone/instance_type/market``), three keys sharing t
   points are all at or after it), ``rolled_price`` (in force at it), ``base_price`` (in force
   at ``first_ms`` once retention moved it).
 
+Every series lives in one **source** (:mod:`scheduler.store.history_sources`): ``real``
+(cloud APIs, imported real dumps; the key layout above, unchanged since before sources
+existed) or ``replay:<market>`` (a replayed market; the same keys under
+``ga:hist:replay:<market>:``, indexed in ``ga:series:replay:<market>``). Writers name their
+source; readers name the one they read, or let it follow the provider's latest offers
+(``ga:offers-source:<provider>``, written with the offers). Sources never share points or extents.
+
 Retention counts from the series' own newest observation, not the wall clock, so imported old
 dumps keep their raw points. Settings live in ``ga:hist:config`` (shared by all replicas).
 
@@ -38,6 +45,7 @@ import redis
 from scheduler.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history_scripts import APPEND, COMPACT
+from scheduler.store.history_sources import REAL, check, is_replay
 from scheduler.store.rollups import (
     DAY_MS,
     HOUR_MS,
@@ -93,7 +101,7 @@ class HistoryStore:
     # ----- writing ----------------------------------------------------------------------------
     def append(self, observations: Iterable[PriceObservation],
                seen_until: Mapping[str, datetime] | None = None,
-               chunk_series: int = 500) -> AppendResult:
+               chunk_series: int = 500, source: str = REAL) -> AppendResult:
         """Append observations (any order, any series), keeping only price changes.
 
         Args:
@@ -101,10 +109,15 @@ class HistoryStore:
             seen_until: per series, the end of the span the source covered (e.g. a dump's
                 newest timestamp), when later than the series' own newest observation.
             chunk_series: series per pipeline round trip.
+            source: the history source written (``real``, ``replay:<market>``).
 
         Returns:
             An :class:`AppendResult`. Idempotent: the same observations again store nothing.
+
+        Raises:
+            ValueError: ``source`` is not a valid source (nothing stored).
         """
+        source = check(source)
         by_series: dict[str, dict[int, str]] = defaultdict(dict)
         given = 0
         for obs in observations:
@@ -115,20 +128,25 @@ class HistoryStore:
         total = AppendResult(given=given)
         settings = self.settings()
         names = sorted(by_series)
+        if names and is_replay(source):
+            self._r.sadd(keys.HISTORY_SOURCES, source)
         for start in range(0, len(names), chunk_series):
             chunk = names[start:start + chunk_series]
-            total.add(self._append_chunk(chunk, by_series, seen_until or {}, settings))
+            total.add(self._append_chunk(chunk, by_series, seen_until or {}, settings, source))
         return total
 
     def _append_chunk(self, names: list[str], by_series: dict[str, dict[int, str]],
-                      seen_until: Mapping[str, datetime], settings: HistorySettings) -> AppendResult:
+                      seen_until: Mapping[str, datetime], settings: HistorySettings,
+                      source: str) -> AppendResult:
         result = AppendResult()
         with self._r.pipeline(transaction=False) as pipe:
             for series in names:
                 args = [series, str(to_ms(seen_until[series])) if series in seen_until else "",
-                        ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items()))]
-                self._append(keys=[keys.history_raw(series), keys.history_meta(series),
-                                   keys.SERIES_INDEX], args=args, client=pipe)
+                        ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items())),
+                        source]
+                self._append(keys=[keys.history_raw(series, source),
+                                   keys.history_meta(series, source),
+                                   keys.series_index(source)], args=args, client=pipe)
             replies = pipe.execute()
         due = []
         for series, (stored, unchanged, late, count, oldest, seen) in zip(names, replies):
@@ -138,7 +156,7 @@ class HistoryStore:
             if oldest >= 0 and self._due(settings, int(seen), int(count), int(oldest)):
                 due.append(series)
         if due:
-            result.compacted += self.compact(due, settings)
+            result.compacted += self.compact(due, settings, source)
         return result
 
     @staticmethod
@@ -148,31 +166,33 @@ class HistoryStore:
         slack = int(settings.compact_slack_h * HOUR_MS)
         return oldest < by_age - slack or count > settings.raw_max_points * 1.1
 
-    def compact(self, names: list[str], settings: HistorySettings | None = None) -> int:
-        """Roll the raw points of ``names`` that fell out of the raw window into hourly
-        rollups, and drop rollups past retention. Returns how many series were compacted (a
-        series written meanwhile is skipped; the next append retries it)."""
+    def compact(self, names: list[str], settings: HistorySettings | None = None,
+                source: str = REAL) -> int:
+        """Roll the raw points of ``names`` (series of ``source``) that fell out of the raw
+        window into hourly rollups, and drop rollups past retention. Returns how many series
+        were compacted (a series written meanwhile is skipped; the next append retries it)."""
         settings = settings or self.settings()
         with self._r.pipeline(transaction=False) as pipe:
             for series in names:
-                pipe.hgetall(keys.history_meta(series))
-                pipe.zcard(keys.history_raw(series))
+                pipe.hgetall(keys.history_meta(series, source))
+                pipe.zcard(keys.history_raw(series, source))
             replies = pipe.execute()
         plans: list[tuple[SeriesMeta, int, int]] = []  # meta, cutoff by age, excess points
         for i, series in enumerate(names):
-            meta = SeriesMeta.parse(series, replies[2 * i])
+            meta = SeriesMeta.parse(series, replies[2 * i], source)
             if meta is not None:
                 cutoff = floor_hour(meta.last_seen_ms - int(settings.raw_days * DAY_MS))
                 plans.append((meta, cutoff, int(replies[2 * i + 1]) - settings.raw_max_points))
         with self._r.pipeline(transaction=False) as pipe:
             for meta, cutoff, excess in plans:
-                raw = keys.history_raw(meta.series)
+                raw = keys.history_raw(meta.series, source)
                 if excess > 0:
                     pipe.zrange(raw, excess, excess, withscores=True)
                 else:
                     pipe.echo("-")
                 pipe.zrangebyscore(raw, "-inf", f"({cutoff}")
-                pipe.zrevrangebyscore(keys.history_hourly(meta.series), "+inf", "-inf", start=0, num=1)
+                pipe.zrevrangebyscore(keys.history_hourly(meta.series, source), "+inf", "-inf",
+                                      start=0, num=1)
             replies = pipe.execute()
         with self._r.pipeline(transaction=False) as pipe:
             planned = 0
@@ -183,13 +203,14 @@ class HistoryStore:
                                    floor_hour(meta.last_seen_ms))
                     if by_count > cutoff:
                         cutoff = by_count
-                        members = self._r.zrangebyscore(keys.history_raw(meta.series), "-inf",
-                                                        f"({cutoff}")
+                        members = self._r.zrangebyscore(keys.history_raw(meta.series, source),
+                                                        "-inf", f"({cutoff}")
                 args = self._plan_compaction(meta, cutoff, members, last_blob, settings)
                 if args is None:
                     continue
-                self._compact(keys=[keys.history_raw(meta.series), keys.history_hourly(meta.series),
-                                    keys.history_meta(meta.series)], args=args, client=pipe)
+                self._compact(keys=[keys.history_raw(meta.series, source),
+                                    keys.history_hourly(meta.series, source),
+                                    keys.history_meta(meta.series, source)], args=args, client=pipe)
                 planned += 1
             applied = pipe.execute() if planned else []
         return sum(int(a) for a in applied)
@@ -227,42 +248,72 @@ class HistoryStore:
         before = [h for d, hs in new_days.items() if d < horizon for h in hs]
         if before:
             return before[-1].last
-        stored = self._r.zrevrangebyscore(keys.history_hourly(meta.series), f"({horizon}",
-                                          "-inf", start=0, num=1)
+        stored = self._r.zrevrangebyscore(keys.history_hourly(meta.series, meta.source),
+                                          f"({horizon}", "-inf", start=0, num=1)
         if stored:
             return decode_day(stored[0])[-1].last
         return meta.base_price if meta.base_price is not None else meta.rolled_price
 
     # ----- reading ----------------------------------------------------------------------------
-    def series(self) -> list[str]:
-        """Every series with history, sorted."""
-        return sorted(self._r.smembers(keys.SERIES_INDEX))
+    def sources(self) -> list[str]:
+        """Every source with history: ``real`` first, then the replayed markets', sorted."""
+        return [REAL] + sorted(self._r.smembers(keys.HISTORY_SOURCES))
 
-    def metas(self, names: list[str]) -> dict[str, SeriesMeta]:
-        """Extent of each named series that has history (one pipelined round trip)."""
+    def series(self, source: str = REAL) -> list[str]:
+        """Every series with history in ``source``, sorted."""
+        return sorted(self._r.smembers(keys.series_index(source)))
+
+    def source_of(self, providers: Iterable[str]) -> dict[str, str]:
+        """The history source each provider name's latest offers come from (written with the
+        offers, expiring with them; ``real`` for a name without such a record)."""
+        names = sorted(set(providers))
+        with self._r.pipeline(transaction=False) as pipe:  # one GET per key: Cluster-safe
+            for name in names:
+                pipe.get(keys.offer_source(name))
+            found = pipe.execute() if names else []
+        return {n: s or REAL for n, s in zip(names, found)}
+
+    def _sources_for(self, names: list[str], source: str | None) -> list[str]:
+        """Per series of ``names``: ``source``, or when ``None`` the source of the series'
+        provider's latest offers (the offer's own history)."""
+        if source is not None:
+            return [source] * len(names)
+        by_provider = self.source_of(s.split("/", 1)[0] for s in names)
+        return [by_provider[s.split("/", 1)[0]] for s in names]
+
+    def metas(self, names: list[str], source: str | None = None) -> dict[str, SeriesMeta]:
+        """Extent of each named series that has history in ``source`` (one pipelined round
+        trip). ``source=None`` (default): each series in the source its provider's latest
+        offers come from (:meth:`source_of`; ``real`` when none), i.e. an offer's own history,
+        as plans and bills want it. Queries about real or replayed history name the source."""
+        chosen = self._sources_for(names, source)
         with self._r.pipeline(transaction=False) as pipe:
-            for series in names:
-                pipe.hgetall(keys.history_meta(series))
+            for series, src in zip(names, chosen):
+                pipe.hgetall(keys.history_meta(series, src))
             replies = pipe.execute()
         out = {}
-        for series, raw in zip(names, replies):
-            meta = SeriesMeta.parse(series, raw)
+        for series, src, raw in zip(names, chosen, replies):
+            meta = SeriesMeta.parse(series, raw, src)
             if meta is not None:
                 out[series] = meta
         return out
 
-    def live(self, names: list[str]) -> set[str]:
+    def live(self, names: list[str], source: str | None = None) -> set[str]:
         """The series among ``names`` that are in their provider's latest offers (their price
-        is still in force now, even without a recent change)."""
+        is still in force now, even without a recent change). With ``source``, only when those
+        offers come from that source: a replayed market listing ``aws`` offers keeps no real
+        ``aws`` series alive."""
+        by_provider = self.source_of(s.split("/", 1)[0] for s in names)
         with self._r.pipeline(transaction=False) as pipe:
             for series in names:
                 pipe.hexists(keys.offers(series.split("/", 1)[0]), series)
             replies = pipe.execute()
-        return {s for s, ok in zip(names, replies) if ok}
+        return {s for s, ok in zip(names, replies)
+                if ok and (source is None or by_provider[s.split("/", 1)[0]] == source)}
 
     def pieces(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[list[Piece], int]:
         """The series over ``[start_ms, end_ms]`` (already clipped to its extent) as pieces, and
-        the number of price changes after ``start_ms``.
+        the number of price changes after ``start_ms``. Read from ``meta.source``.
 
         Raw tier: exact. Rolled-up tier: hour resolution (see
         :func:`scheduler.store.rollups.pieces_from_hours`).
@@ -276,10 +327,10 @@ class HistoryStore:
             changes += sum(h.changes for h in hours if h.hour_ms >= floor_hour(start_ms))
         raw_start = start_ms if rolled is None else max(start_ms, rolled)
         if raw_start <= end_ms and (rolled is None or end_ms >= rolled):
+            raw = keys.history_raw(meta.series, meta.source)
             with self._r.pipeline(transaction=False) as pipe:
-                pipe.zrangebyscore(keys.history_raw(meta.series), raw_start, end_ms)
-                pipe.zrevrangebyscore(keys.history_raw(meta.series), f"({raw_start}", "-inf",
-                                      start=0, num=1)
+                pipe.zrangebyscore(raw, raw_start, end_ms)
+                pipe.zrevrangebyscore(raw, f"({raw_start}", "-inf", start=0, num=1)
                 members, before = pipe.execute()
             points = [_point(m) for m in members]
             carry = _point(before[0])[1] if before else (
@@ -292,7 +343,7 @@ class HistoryStore:
 
     def _hours(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[list[HourRollup], float | None]:
         """Rollup hours overlapping ``[start_ms, end_ms)`` and the price in force before them."""
-        key = keys.history_hourly(meta.series)
+        key = keys.history_hourly(meta.series, meta.source)
         with self._r.pipeline(transaction=False) as pipe:
             pipe.zrangebyscore(key, floor_day(start_ms), f"({end_ms}")
             pipe.zrevrangebyscore(key, f"({floor_day(start_ms)}", "-inf", start=0, num=1)
@@ -305,14 +356,16 @@ class HistoryStore:
                 carry = h.last
         return [h for h in hours if h.hour_ms >= head and h.hour_ms < end_ms], carry
 
-    def prices_at(self, names: list[str], at_ms: int) -> dict[str, tuple[float, int]]:
-        """Price in force at ``at_ms`` per series, with the ms since which it was in force.
+    def prices_at(self, names: list[str], at_ms: int,
+                  source: str | None = None) -> dict[str, tuple[float, int]]:
+        """Price in force at ``at_ms`` per series (of ``source``, see :meth:`metas`), with the
+        ms since which it was in force.
 
         Series whose history starts after ``at_ms`` are left out (the caller checks the end of
         the extent). In the rolled-up range the resolution is one hour: the price at the end of
         the hour holding ``at_ms``.
         """
-        metas = self.metas(names)
+        metas = self.metas(names, source)
         with self._r.pipeline(transaction=False) as pipe:
             asked = []
             for series, meta in metas.items():
@@ -321,9 +374,11 @@ class HistoryStore:
                 asked.append(meta)
                 if meta.rolled_until_ms is not None and at_ms < meta.rolled_until_ms:
                     # two day blobs: the day of at_ms may hold only hours after it
-                    pipe.zrevrangebyscore(keys.history_hourly(series), at_ms, "-inf", start=0, num=2)
+                    pipe.zrevrangebyscore(keys.history_hourly(series, meta.source), at_ms, "-inf",
+                                          start=0, num=2)
                 else:
-                    pipe.zrevrangebyscore(keys.history_raw(series), at_ms, "-inf", start=0, num=1)
+                    pipe.zrevrangebyscore(keys.history_raw(series, meta.source), at_ms, "-inf",
+                                          start=0, num=1)
             replies = pipe.execute()
         out: dict[str, tuple[float, int]] = {}
         for meta, reply in zip(asked, replies):
@@ -341,9 +396,10 @@ class HistoryStore:
         return out
 
     def raw_points(self, series: str, start_ms: int | None = None,
-                   end_ms: int | None = None) -> list[tuple[int, float]]:
-        """Raw-tier price changes ``(ms, price)`` in ``[start_ms, end_ms]``, ascending."""
-        members = self._r.zrangebyscore(keys.history_raw(series),
+                   end_ms: int | None = None, source: str = REAL) -> list[tuple[int, float]]:
+        """Raw-tier price changes ``(ms, price)`` of ``series`` in ``source`` within
+        ``[start_ms, end_ms]``, ascending."""
+        members = self._r.zrangebyscore(keys.history_raw(series, source),
                                         "-inf" if start_ms is None else start_ms,
                                         "+inf" if end_ms is None else end_ms)
         return [_point(m) for m in members]

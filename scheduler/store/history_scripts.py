@@ -10,6 +10,9 @@ equal prices compare equal as strings; times are UTC milliseconds.
 #   the caller observed (may be later than every point; "" for none).
 # ARGV[3]: the observations "ms:price,ms:price,...", ascending by ms (one argument: packing
 #   thousands of arguments costs more than parsing one string).
+# ARGV[4]: the history source ("real", "replay:<market>"); written to the meta hash as
+#   "source" when this call creates the series, so series created before sources existed
+#   (no "source" field) can be told apart.
 # An observation older than the rolled-up frontier (meta rolled_until_ms) is "late" and
 # dropped; one equal to the price in force at its time is "unchanged" and not stored; a
 # different price at an existing point's ms replaces it. After an insert in the middle, the
@@ -21,6 +24,7 @@ local rolled = tonumber(redis.call('HGET', KEYS[2], 'rolled_until_ms') or '')
 local rolled_price = redis.call('HGET', KEYS[2], 'rolled_price') or false
 local first = tonumber(redis.call('HGET', KEYS[2], 'first_ms') or '')
 local seen = tonumber(redis.call('HGET', KEYS[2], 'last_seen_ms') or '')
+local created = (first == nil)
 local stored, unchanged, late = 0, 0, 0
 local function price_of(member)
   return string.sub(member, string.find(member, ':', 1, true) + 1)
@@ -77,6 +81,7 @@ if seen_until and first and (not seen or seen_until > seen) then seen = seen_unt
 if first then
   redis.call('HSET', KEYS[2], 'first_ms', string.format('%d', first), 'last_seen_ms', string.format('%d', seen))
   redis.call('SADD', KEYS[3], ARGV[1])
+  if created then redis.call('HSET', KEYS[2], 'source', ARGV[4]) end
 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local oldest_ms = -1

@@ -4,6 +4,8 @@ Job-scoped keys share the ``{job_id}`` hash tag so a transaction over one job's 
 Redis Cluster.
 """
 
+from scheduler.store.history_sources import REAL
+
 PREFIX = "ga"
 
 JOBS_INDEX = f"{PREFIX}:jobs"                 # zset job_id -> created ms
@@ -16,6 +18,8 @@ SPOT_HOURS = f"{PREFIX}:spot-hours"            # hash series -> spot hours we ra
 # Price history (scheduler/store/history.py). One series' keys share the ``{series}`` hash tag.
 HISTORY_CONFIG = f"{PREFIX}:hist:config"      # hash: retention settings shared by all replicas
 HISTORY_HARDWARE = f"{PREFIX}:hist:hardware"  # hash "provider/instance_type" -> hardware JSON
+HISTORY_SOURCES = f"{PREFIX}:hist:sources"    # set of history sources other than real (replay:*)
+HISTORY_MIGRATED = f"{PREFIX}:hist:migrated"  # hash replay source -> ms its legacy series moved
 
 
 def job(job_id: str) -> str:
@@ -43,19 +47,42 @@ def prices(series: str) -> str:
     return f"{PREFIX}:prices:{series}"
 
 
-def history_raw(series: str) -> str:
+def _history_ns(source: str) -> str:
+    # Real history keeps the layout it always had, so history stored before sources existed
+    # reads as real; other sources get their own namespace before the series' hash tag.
+    return f"{PREFIX}:hist:" if source == REAL else f"{PREFIX}:hist:{source}:"
+
+
+def series_index(source: str = REAL) -> str:
+    """set of the series keys with history in ``source`` (real: ``ga:series``)."""
+    return SERIES_INDEX if source == REAL else f"{SERIES_INDEX}:{source}"
+
+
+def history_raw(series: str, source: str = REAL) -> str:
     """zset of the series' price changes: member ``"{ms}:{price}"``, score ms (raw tier)."""
-    return f"{PREFIX}:hist:{{{series}}}:raw"
+    return f"{_history_ns(source)}{{{series}}}:raw"
 
 
-def history_hourly(series: str) -> str:
+def history_hourly(series: str, source: str = REAL) -> str:
     """zset of day blobs of hourly rollups, score = the day's start in ms (rollup tier)."""
-    return f"{PREFIX}:hist:{{{series}}}:hourly"
+    return f"{_history_ns(source)}{{{series}}}:hourly"
 
 
-def history_meta(series: str) -> str:
+def history_meta(series: str, source: str = REAL) -> str:
     """hash: extent and tier boundaries of the series (first/last seen ms, rolled-until ms)."""
-    return f"{PREFIX}:hist:{{{series}}}:meta"
+    return f"{_history_ns(source)}{{{series}}}:meta"
+
+
+def offer_source(provider: str) -> str:
+    """string: the history source (``real``, ``replay:<market>``) of the provider's latest
+    offers; written with them, expires with them."""
+    return f"{PREFIX}:offers-source:{provider}"
+
+
+def offer_price_since(provider: str) -> str:
+    """hash series -> ``"{price}|{ms}"``: each latest offer's price and since when it is
+    listed at that price (its first poll at that price); replaced with the offers."""
+    return f"{PREFIX}:offers-since:{provider}"
 
 
 def lease(name: str) -> str:
@@ -112,3 +139,4 @@ def replica(replica_id: str) -> str:
 # Written by older versions for every launched instance, never read: deleted at daemon start.
 LEGACY_INSTANCES_INDEX = f"{PREFIX}:instances"
 LEGACY_INSTANCE_PATTERN = f"{PREFIX}:instance:*"
+

@@ -11,6 +11,8 @@ import redis
 from scheduler.models import Offer, OfferKey, PriceObservation, parse_lenient
 from scheduler.store import keys
 from scheduler.store.history import HistoryStore, to_ms
+from scheduler.store.history_sources import REAL, check
+from scheduler.store.rollups import price_text
 from scheduler.timing import OFFER_SAMPLES_KEPT, OFFERS_TTL_S
 
 _UNAVAILABLE = keys.UNAVAILABLE_OFFERS
@@ -23,22 +25,53 @@ class OfferStore:
         self._r = client
         self.history = HistoryStore(client)
 
-    def replace_offers(self, provider: str, offers: Iterable[Offer]) -> int:
+    def replace_offers(self, provider: str, offers: Iterable[Offer], source: str = REAL) -> int:
         """Make ``offers`` the provider's latest offers, atomically. Returns how many.
 
+        Args:
+            provider: the ``Offer.provider`` name the offers are listed under.
+            offers: the offers of one successful poll.
+            source: the history source of these offers (``real``, or ``replay:<market>`` for
+                a replayed market imitating that provider), written with them so history
+                queries never take a replayed listing for a real one (and vice versa).
+
+        Each offer's price start (:meth:`price_since`) is kept while the price stays the same
+        and restarts at the offer's ``observed_at`` when it changes. One writer per provider
+        (its poller lease), so reading the previous starts before the transaction is safe.
         Callers must not call this with an empty list after a failed poll (keep the last good
         data); an empty list from a successful poll does clear the provider's offers.
         """
         offers = list(offers)
-        key = keys.offers(provider)
+        key, since_key = keys.offers(provider), keys.offer_price_since(provider)
+        since = _price_starts(offers, self._r.hgetall(since_key))
         with self._r.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
+            pipe.delete(key, since_key)
             if offers:
                 pipe.hset(key, mapping={o.key.series(): o.model_dump_json() for o in offers})
+                pipe.hset(since_key, mapping=since)
                 pipe.expire(key, OFFERS_TTL_S)
+                pipe.expire(since_key, OFFERS_TTL_S)
+            pipe.set(keys.offer_source(provider), check(source), ex=OFFERS_TTL_S)
             pipe.sadd(keys.OFFER_PROVIDERS, provider)
             pipe.execute()
         return len(offers)
+
+    def price_since(self, series: list[str]) -> dict[str, datetime]:
+        """Since when each latest offer of ``series`` is listed at its current price (the
+        first poll that saw that price; aware UTC). Series not listed now are left out."""
+        by_provider: dict[str, list[str]] = {}
+        for s in series:
+            by_provider.setdefault(s.split("/", 1)[0], []).append(s)
+        with self._r.pipeline(transaction=False) as pipe:
+            for provider, names in by_provider.items():
+                pipe.hmget(keys.offer_price_since(provider), names)
+            replies = pipe.execute()
+        out = {}
+        for names, values in zip(by_provider.values(), replies):
+            for s, value in zip(names, values):
+                if value:
+                    out[s] = datetime.fromtimestamp(int(value.rpartition("|")[2]) / 1000, tz=UTC)
+        return out
 
     def all_offers(self) -> list[Offer]:
         out: list[Offer] = []
@@ -46,25 +79,26 @@ class OfferStore:
             out.extend(parse_lenient(Offer, raw) for raw in self._r.hvals(keys.offers(provider)))
         return out
 
-    def append_prices(self, observations: Iterable[PriceObservation]) -> int:
-        """Append observations to their series' history (:class:`HistoryStore`: only price
-        changes are stored; the same observation twice is stored once). Returns how many were
-        given."""
-        return self.history.append(observations).given
+    def append_prices(self, observations: Iterable[PriceObservation], source: str = REAL) -> int:
+        """Append observations to their series' history in ``source`` (:class:`HistoryStore`:
+        only price changes are stored; the same observation twice is stored once). Returns
+        how many were given."""
+        return self.history.append(observations, source=source).given
 
     def price_history(self, series: str, since: datetime | None = None,
-                      until: datetime | None = None) -> list[PriceObservation]:
-        """The series' raw-tier price changes in ``[since, until]``, oldest first (older
-        history is in hourly rollups: query it with :mod:`scheduler.services.history`)."""
+                      until: datetime | None = None, source: str = REAL) -> list[PriceObservation]:
+        """The series' raw-tier price changes in ``source`` within ``[since, until]``, oldest
+        first (older history is in hourly rollups: query it with
+        :mod:`scheduler.services.history`)."""
         points = self.history.raw_points(series, None if since is None else to_ms(since),
-                                         None if until is None else to_ms(until))
+                                         None if until is None else to_ms(until), source)
         return [PriceObservation(series=series, price_usd_per_hour=price,
                                  observed_at=datetime.fromtimestamp(ms / 1000, tz=UTC))
                 for ms, price in points]
 
-    def series(self) -> list[str]:
-        """Every series with price history, sorted."""
-        return self.history.series()
+    def series(self, source: str = REAL) -> list[str]:
+        """Every series with price history in ``source``, sorted."""
+        return self.history.series(source)
 
     def record_preemption(self, key: OfferKey) -> int:
         """Count one preemption this service observed on ``key``; returns the new total."""
@@ -130,3 +164,14 @@ class OfferStore:
             pipe.zrangebyscore(_UNAVAILABLE, now, "+inf")
             _, members = pipe.execute()
         return {OfferKey.from_series(m) for m in members}
+
+
+def _price_starts(offers: list[Offer], before: dict[str, str]) -> dict[str, str]:
+    """``series -> "{price}|{since ms}"`` for ``offers``: the previous start when the price
+    is unchanged, else the offer's ``observed_at``."""
+    out = {}
+    for o in offers:
+        series, price = o.key.series(), price_text(o.price_usd_per_hour)
+        old = before.get(series, "")
+        out[series] = old if old.rpartition("|")[0] == price else f"{price}|{to_ms(o.observed_at)}"
+    return out

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 
+from scheduler.store.history_sources import REAL
+
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 
@@ -271,7 +273,9 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class SeriesMeta:
-    """Extent of one series: ``first_ms``..``last_seen_ms``; raw tier from ``rolled_until_ms``."""
+    """Extent of one series: ``first_ms``..``last_seen_ms``; raw tier from ``rolled_until_ms``.
+    ``source`` is the namespace it was read from (``real`` or ``replay:<market>``, see
+    :mod:`scheduler.store.history_sources`)."""
 
     series: str
     first_ms: int
@@ -279,12 +283,13 @@ class SeriesMeta:
     rolled_until_ms: int | None
     rolled_price: float | None
     base_price: float | None
+    source: str = REAL
 
     @classmethod
-    def parse(cls, series: str, raw: Mapping[str, str]) -> SeriesMeta | None:
+    def parse(cls, series: str, raw: Mapping[str, str], source: str = REAL) -> SeriesMeta | None:
         if not raw or "first_ms" not in raw:
             return None
         opt = lambda k, f: f(raw[k]) if raw.get(k) not in (None, "") else None
         return cls(series, int(raw["first_ms"]), int(raw["last_seen_ms"]),
                    opt("rolled_until_ms", int), opt("rolled_price", float),
-                   opt("base_price", float))
+                   opt("base_price", float), source)
