@@ -5,14 +5,17 @@ the same way. Re-implemented from their descriptions:
 - **on-demand**: the cheapest on-demand offer, from start to finish.
 - **greedy** (Wu et al., "Can't Be Late", NSDI '24, §3): spot whenever available; otherwise wait
   until the deadline forces on-demand, then stay on it.
-- **uniform progress** (same paper, §4): keep progress on the line ``C·t/D``: (1) behind the
-  line with no spot → on-demand; (2) spot whenever available (also leaving on-demand for it),
-  and stay on it until reclaimed; (3) an on-demand instance is kept while there is no spot;
-  (4) safety net: with ``C(t) + 2d`` or more of the time left used up, idle or on-demand jobs
-  go on-demand; with ``C(t) + d``, a warm spot instance is kept until reclaimed, anything else
-  goes on-demand. Rule (3) and the rounding follow the paper's artifact (the
-  "no condition 2" variant it ships as Uniform Progress, i.e. without the optional
-  on-demand hysteresis).
+- **uniform progress** (same paper, §4): keep progress on the line ``C·t/R`` (``C`` compute,
+  ``R`` deadline, ``t`` elapsed): (1) behind the line with no spot → on-demand; (2) spot
+  whenever available, and stay on it until reclaimed; (3) hysteresis: an on-demand instance
+  is kept until progress reaches ``C·(t + 2d)/R`` (``d`` the restart overhead), and while
+  there is no spot; (4) safety net: with ``C(t) + 2d`` or more of the time left used up, idle
+  or on-demand jobs go on-demand; with ``C(t) + d``, a warm spot instance is kept until
+  reclaimed, anything else goes on-demand. Times are rounded to decision intervals as in the
+  authors' code (``rc_cr_threshold``).
+- **uniform progress, no condition 2**: the authors' variant without the hysteresis of rule
+  (3) (``rc_cr_threshold_no_condition2`` in their code): it leaves on-demand as soon as spot
+  appears, and keeps on-demand only while there is no spot.
 - **SkyPilot managed jobs** (``sky/jobs/recovery_strategy.py`` behaviour): no deadline; after a
   reclaim FAILOVER relaunches in the same zone/region first, EAGER_NEXT_REGION tries other
   regions first; it retries until capacity appears and never leaves a healthy instance.
@@ -95,18 +98,33 @@ def _ceil_ticks(hours: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def uniform_progress(jobs: JobView, market: MarketView) -> Decision:
-    """Uniform Progress (rules 1-4 in the module docstring), as the paper's artifact behaves.
+    """Uniform Progress as the paper states it (rules 1-4 in the module docstring, with the
+    on-demand hysteresis of rule 3: leave on-demand for spot only once progress is at least
+    ``C·(t + 2d)/R``)."""
+    return _uniform_progress(jobs, market, hysteresis=True)
 
-    Times are rounded to decision intervals: the time left down, the work left (plus
-    overheads) up, as a tick-based scheduler sees them.
-    """
+
+def uniform_progress_no_condition2(jobs: JobView, market: MarketView) -> Decision:
+    """The authors' "no condition 2" variant: rule 3 without the hysteresis (on-demand is
+    left as soon as spot is available)."""
+    return _uniform_progress(jobs, market, hysteresis=False)
+
+
+def _uniform_progress(jobs: JobView, market: MarketView, hysteresis: bool) -> Decision:
+    """Times are rounded to decision intervals: the time left down, the work left (plus
+    overheads) up, as a tick-based scheduler sees them."""
     spot, od, running, on_spot, on_od = _masks(jobs, market)
     c_total, c = jobs.compute_h, jobs.remaining_compute_h
     t, r = jobs.elapsed_h, jobs.time_to_deadline_h
     d, g = jobs.restart_overhead_h, jobs.decision_interval_h
     timed = has_deadline(jobs)
     left = np.floor(r / g + 1e-9) * g
-    behind = timed & (c_total - c < c_total * t / (t + r) - EPS_H)
+    done = c_total - c
+    behind = timed & (done < c_total * t / (t + r) - EPS_H)
+    # rule 3's hysteresis: below C·(t + 2d)/R an on-demand instance is kept (the authors'
+    # condition2 >= 0, i.e. ties keep it)
+    keep_od = on_od & timed & (done <= c_total * (t + 2 * d) / (t + r) + EPS_H) \
+        if hysteresis else np.zeros(len(jobs), bool)
     spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
     has_spot = spot_pick != NO_OFFER
     od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
@@ -119,7 +137,8 @@ def uniform_progress(jobs: JobView, market: MarketView) -> Decision:
     rules = [  # first match wins
         (keep_spot, jobs.current, Reason.CONTINUE),
         (net_d | net_2d, od_pick, Reason.SAFETY_NET),
-        (has_spot, spot_pick, Reason.SPOT),                       # rule 2, also from on-demand
+        (keep_od, jobs.current, Reason.CONTINUE),                 # rule 3: hysteresis
+        (has_spot, spot_pick, Reason.SPOT),                       # rule 2
         (on_od | behind, od_pick, Reason.ON_DEMAND_NEEDED),       # rule 1; keep on-demand
     ]
     decided = np.zeros(len(jobs), bool)

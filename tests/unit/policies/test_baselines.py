@@ -29,29 +29,43 @@ def test_greedy_spot_else_wait_else_forced_on_demand():
     assert baselines.greedy(job(10.6, current=1), UP).offer[0] == 1
 
 
-def test_uniform_progress_rules():
+@pytest.mark.parametrize("policy", [baselines.uniform_progress,
+                                    baselines.uniform_progress_no_condition2])
+def test_uniform_progress_rules(policy):
     # elapsed 24 h of a 48 h job with deadline 72 h: the line is at 48 · 24/72 = 16 h done
     behind = job(48.0, c=40.0, elapsed_h=24.0)                       # 8 h done < 16
     ahead = job(48.0, c=30.0, elapsed_h=24.0)                        # 18 h done >= 16
-    assert baselines.uniform_progress(behind, DOWN).offer[0] == 1    # rule 1
-    assert baselines.uniform_progress(ahead, DOWN).offer[0] == NO_OFFER
-    assert baselines.uniform_progress(behind, UP).offer[0] == 0      # rule 2: take the risk
+    assert policy(behind, DOWN).offer[0] == 1    # rule 1
+    assert policy(ahead, DOWN).offer[0] == NO_OFFER
+    assert policy(behind, UP).offer[0] == 0      # rule 2: take the risk
     # rule 3: an on-demand instance is kept while there is no spot, even when ahead...
-    assert baselines.uniform_progress(job(48.0, c=30.0, elapsed_h=24.0, current=1),
-                                      DOWN).offer[0] == 1
-    # ...and left for spot as soon as spot is there (rule 2)
-    assert baselines.uniform_progress(job(48.0, c=30.0, elapsed_h=24.0, current=1),
-                                      UP).offer[0] == 0
+    assert policy(job(48.0, c=30.0, elapsed_h=24.0, current=1), DOWN).offer[0] == 1
+    # ...and left for spot when ahead of C·(t + 2d)/R = 48 · 25/72 = 16.67 h (18 h done)
+    assert policy(job(48.0, c=30.0, elapsed_h=24.0, current=1), UP).offer[0] == 0
     # rule 4: c + 2d = 11 h of work against 10.75 h left (ticks of .25 h) → on-demand
-    net = baselines.uniform_progress(job(10.9, c=10.0, elapsed_h=37.1), UP)
+    net = policy(job(10.9, c=10.0, elapsed_h=37.1), UP)
     assert net.offer[0] == 1 and net.reason[0] == Reason.SAFETY_NET
     # ...but a warm spot instance is kept until reclaimed while c + d still fits
-    keep = baselines.uniform_progress(job(10.9, c=10.0, elapsed_h=37.1, current=0), UP)
+    keep = policy(job(10.9, c=10.0, elapsed_h=37.1, current=0), UP)
     assert keep.offer[0] == 0 and keep.reason[0] == Reason.CONTINUE
     # c + d = 10.5 h against 10.5 h left: a spot instance still paying its overhead goes
     # to on-demand
     cold = job(10.5, c=10.0, elapsed_h=37.5, current=0, overhead_left_h=0.3)
-    assert baselines.uniform_progress(cold, UP).offer[0] == 1
+    assert policy(cold, UP).offer[0] == 1
+
+
+def test_uniform_progress_hysteresis_keeps_on_demand_until_ahead_of_t_plus_2d():
+    # 16.5 h done at t = 24 h: ahead of C·t/R = 16 h but not of C·(t + 2d)/R = 16.67 h
+    on_od = job(48.0, c=31.5, elapsed_h=24.0, current=1)
+    kept = baselines.uniform_progress(on_od, UP)
+    assert kept.offer[0] == 1 and kept.reason[0] == Reason.CONTINUE
+    # the authors' "no condition 2" variant leaves on-demand as soon as spot is there
+    assert baselines.uniform_progress_no_condition2(on_od, UP).offer[0] == 0
+    # exactly on the line C·(t + 2d)/R (the authors' condition2 >= 0): still kept
+    assert baselines.uniform_progress(job(48.0, c=48 - 48 * 25 / 72, elapsed_h=24.0,
+                                          current=1), UP).offer[0] == 1
+    # an idle job ahead of C·t/R takes spot: the hysteresis is for on-demand instances only
+    assert baselines.uniform_progress(job(48.0, c=31.5, elapsed_h=24.0), UP).offer[0] == 0
 
 
 def test_skypilot_failover_vs_eager_next_region():
