@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from scheduler.cli import render
 from scheduler.cli.app import HomeOption, app, client, console, err, fail
@@ -72,6 +73,8 @@ def submit(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     except CliError as exc:
         fail(exc)
     console.print(f"submitted [bold]{job['id']}[/] ({job['state']})")
+    for warning in job.get("warnings") or []:
+        err.print(f"[bold yellow]{escape(warning)}[/]")
     console.print(f"follow it with: schedctl status {job['id']}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from policies import risk
-from policies.constraints import filter_offers, rejections
+from policies.constraints import explain_no_fit
 from policies.engine import decide_placement
 from policies.placement import on_demand_reference
 from policies.views import NO_OFFER, Reason
@@ -19,14 +19,13 @@ from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import JobInputs, job_inputs, snapshot
 from scheduler.controller.transitions import client_token, save, wait
 from scheduler.models import Job, JobState, Market, Offer, Placement
+from scheduler.store.known_names import KnownNames
 
 
 def _no_fit(ctx: Context, job: Job, offers: list[Offer]) -> str:
-    """Why no offer fits, constraint by constraint (the v1 explanation users know)."""
-    gone = ctx.store.offers.unavailable()
-    filtered = filter_offers(job.spec, offers, gone)
-    filtered.rejected_by = rejections(job.spec, offers, gone)
-    return "no offer fits: " + filtered.explain()
+    """Why no offer fits, constraint by constraint, with the spec's names no provider listed."""
+    return explain_no_fit(job.spec, offers, ctx.store.offers.unavailable(),
+                          KnownNames(ctx.store.redis).names())
 
 
 def why(inputs: JobInputs, i: int, explanation: str) -> str:

@@ -22,6 +22,7 @@ from providers.replay import ReplayProvider
 from scheduler.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
+from scheduler.store.known_names import KnownNames
 from scheduler.store.history_sources import REAL, for_market
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class OfferPoller:
         names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
         for name in names | set(by_name):
             self.store.offers.replace_offers(name, by_name.get(name, []), self.source)
+        # Names ever listed: a job spec naming none of them is warned about (a typo).
+        KnownNames(self.store.redis).record(offers)
         # Per-poll availability samples feed the v2 policy's up/down run estimates.
         self.store.offers.record_samples(names | set(by_name),
                                          [o.key.series() for o in offers])

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from policies.budget import budget_level
+from policies.constraints import unknown_names
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
 from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
@@ -29,9 +30,12 @@ from scheduler.models import (
 )
 from scheduler.store import StaleJobError, Store
 from scheduler.store.job_stats import MIGRATION_REASONS
+from scheduler.store.known_names import KnownNames
 from scheduler.store.spend import SpendStore
 
 MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+# Timeline event kind of a warning given at submit.
+SPEC_WARNING = "spec-warning"
 
 
 class SpecError(ValueError):
@@ -118,8 +122,24 @@ def _decode_bundle(bundle_b64: str) -> bytes:
     return data
 
 
+def spec_warnings(store: Store, spec: JobSpec) -> list[str]:
+    """The spec's provider, region, zone and GPU model names that no configured provider has
+    ever listed, each with the closest listed names (:func:`policies.constraints.unknown_names`
+    over :class:`~scheduler.store.known_names.KnownNames`). Raises ``redis.RedisError``."""
+    return unknown_names(spec, KnownNames(store.redis).names())
+
+
+def warnings_of(job: Job) -> list[str]:
+    """The warnings recorded at submit (timeline events of kind :data:`SPEC_WARNING`)."""
+    return [e.message for e in job.events if e.kind == SPEC_WARNING]
+
+
 def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | None = None) -> Job:
     """Validate and store a new job; returns it in state ``pending``.
+
+    A name in the spec that no provider ever listed (a misspelled region or GPU model) does not
+    refuse the job (a provider may list it later): it is recorded as a timeline event of kind
+    :data:`SPEC_WARNING` (:func:`warnings_of`; ``warnings`` of :func:`summary`).
 
     Raises:
         SpecError: the spec or the bundle is invalid (nothing was stored).
@@ -131,6 +151,9 @@ def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | 
     now = utcnow()
     job = Job(id=f"{spec.name}-{secrets.token_hex(3)}", spec=spec, created_at=now, updated_at=now)
     job.record(JobState.PENDING, "submitted", at=now)
+    for warning in spec_warnings(store, spec):
+        job.record(JobState.PENDING, f"warning: {warning}; submitted anyway (a provider may "
+                   "list it later)", at=now, kind=SPEC_WARNING)
     if bundle is not None:
         objects.put_bytes(code_bundle_key(job.id), bundle)
     try:
@@ -173,6 +196,7 @@ def summary(job: Job) -> dict[str, Any]:
     if on_demand:
         savings = round(100.0 * (1 - cost / on_demand), 2)
     data = job.model_dump(mode="json")
+    data["warnings"] = warnings_of(job)
     data["derived"] = {
         "cost_usd": round(cost, 6),
         "on_demand_cost_usd": None if on_demand is None else round(on_demand, 6),

@@ -140,3 +140,8 @@ def replica(replica_id: str) -> str:
 LEGACY_INSTANCES_INDEX = f"{PREFIX}:instances"
 LEGACY_INSTANCE_PATTERN = f"{PREFIX}:instance:*"
 
+
+def known_names(attribute: str) -> str:
+    """Set of every ``provider``/``region``/``zone``/``gpu_model``/``instance_type`` value an
+    offer poll has listed (scheduler/store/known_names.py)."""
+    return f"{PREFIX}:known:{attribute}"
