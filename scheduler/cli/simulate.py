@@ -21,8 +21,9 @@ from scheduler.cli import render
 from scheduler.cli.app import app, console, err
 from scheduler.models import JobSpec, describe_validation_error
 
-POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, on-demand, "
-               "skypilot-failover, skypilot-eager, skypilot-eager+od, or 'all'")
+POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, "
+               "uniform-progress-no-condition2, on-demand, skypilot-failover, skypilot-eager, "
+               "skypilot-eager+od, or 'all'")
 
 
 def _load_spec(path: Path) -> JobSpec:
@@ -115,8 +116,11 @@ def simulate(
         raise typer.Exit(2)
     from scheduler.simulator.runner import summary_row
     rows = [summary_row(name, comp) for name in names]
+    notes = _notes(comp)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
+        for note in notes:   # stdout stays JSON
+            typer.echo(f"note: {note}", err=True)
         return
     title = (f"{spec.name}: {compute_hours:g} h of compute on {replay.name}"
              f"{f', deadline {deadline_hours:g} h' if deadline_hours else ''}"
@@ -131,8 +135,29 @@ def simulate(
                      "there); " if budgeted else "")
                   + "moves: migrations; reclaims: preemptions; vs opt: above the omniscient "
                   "optimum", style="dim")
+    for note in notes:
+        console.print(f"note: {note}", highlight=False)
     if budgeted:
         console.print(_alert_table(comp, names, budget_usd))
+
+
+def _notes(comp) -> list[str]:
+    """What the numbers assume (rounded deadline, baseline offer, optimum horizon), and the
+    optimum's own mean cost."""
+    notes = list(comp.notes)
+    if comp.optimum_usd is not None:
+        opt = comp.optimum_usd
+        finite = np.isfinite(opt)
+        if finite.any():
+            with np.errstate(invalid="ignore", divide="ignore"):
+                norm = float(np.mean(opt[finite] / comp.baseline_usd[finite]))
+            ratio = "" if math.isnan(norm) else f", ÷OD {norm:.3f}"
+            notes.append(f"omniscient optimum: mean ${float(np.mean(opt[finite])):,.2f}{ratio}"
+                         + ("" if finite.all() else
+                            f"; {int((~finite).sum())} run(s) cannot finish in time at all"))
+        else:
+            notes.append("omniscient optimum: no run can finish in time at all")
+    return notes
 
 
 def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float | None,
@@ -151,7 +176,8 @@ def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float |
     max_ticks = math.ceil(horizon_h / tick_h)
     start_h = replay.start_offset_hours if start_hours is None else start_hours
     starts = _starts(start_h, runs, seed, tick_h, horizon_h)
-    sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds)
+    sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds,
+                           known_before_tick=int(starts.min()))
     comp = compare(sim, job, starts, names, max_ticks, with_optimum=optimum)
     return comp, list(dict.fromkeys(names)), replay, starts, start_h
 

@@ -239,14 +239,19 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
         A :class:`SimResult`.
 
     Raises:
-        SimulationError: the market is too short for the runs, or the policy chose an offer
-            that is unavailable.
+        SimulationError: the market is too short for the runs, a run starts before the
+            market's ``known_before_tick``, or the policy chose an offer that is unavailable.
     """
     starts = np.asarray(start_ticks, dtype=np.int64)
     n = len(starts)
     default = np.inf if job.deadline_h is None else job.deadline_h
     deadlines = np.broadcast_to(np.asarray(default if deadline_h is None else deadline_h,
                                            dtype=float), (n,)).copy()
+    if n and int(starts.min()) < market.known_before_tick:
+        raise SimulationError(
+            f"a run starts at tick {int(starts.min())}, before tick {market.known_before_tick} "
+            "whose history the market's interruption risks were derived from (that would show "
+            "the policy the future): build the market with known_before_tick <= the first start")
     limit = market.ticks - int(starts.max(initial=0))
     max_ticks = limit if max_ticks is None else max_ticks
     if max_ticks > limit or max_ticks <= 0:

@@ -6,6 +6,11 @@ offers the spec admits (:func:`policies.constraints.filter_offers`), then per ab
 ``k`` (market seconds ``[k·g, (k+1)·g)``) their availability (trace at the tick's start,
 **1 = available**), their price (spot price series) and the run statistics of their past
 availability (:func:`policies.availability.availability_stats`, samples ``0..k`` only).
+
+Policies see only the past: the statistics at tick ``k`` use samples ``0..k`` (``k`` is the
+decision time's own sample, which the policy sees anyway), and an offer's interruption risk
+(when the market file gives none) is derived from the samples before ``known_before_tick``
+(the history before the first simulated start), never from the whole trace.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from policies.constraints import FilterResult, filter_offers
 from policies.views import AvailabilityStats, OfferTable
 from policies.zones import zone_correlation
 from providers.replay.market import ReplayMarket, ReplayOffer
-from scheduler.models import JobSpec, Market, Offer
+from providers.replay.timeline import SECONDS_PER_30_DAYS
+from scheduler.models import JobSpec, Market, MarketChoice, Offer
 
 DEFAULT_TICK_S = 600.0
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -40,6 +46,11 @@ class SimMarket:
     - **pool_available** ``(T,)`` and **pool_stats** ``(T,)``: any eligible spot offer.
     - **zone_available**: ``(z, T)`` bool, some spot offer of that zone available.
     - **filtered**: why offers were left out (for "nothing fits" messages).
+    - **known_before_tick**: trace samples before this tick are the history the offer table
+      may use (interruption risks); a run must not start earlier (:func:`simulate` checks).
+    - **baseline**: when no eligible offer is on-demand, the on-demand offers meeting the
+      spec's hardware constraints (whatever its market, regions or prices), to normalise
+      costs to; ``None`` otherwise or when there is none (``baseline_note`` says which).
     """
 
     table: OfferTable
@@ -52,6 +63,9 @@ class SimMarket:
     pool_stats: AvailabilityStats
     zone_available: np.ndarray
     filtered: FilterResult
+    known_before_tick: int = 0
+    baseline: SimMarket | None = None
+    baseline_note: str = ""
 
     @property
     def ticks(self) -> int:
@@ -105,25 +119,58 @@ def _stats_columns(avail: np.ndarray, is_spot: np.ndarray, tick_h: float) -> Ava
     return AvailabilityStats(**pick)
 
 
+def _past_risk(source: ReplayOffer, market: Market, tick_s: float, before: int) -> float | None:
+    """Interruption risk of a spot offer from its trace's samples before tick ``before`` (as
+    :meth:`AvailabilityTrace.interruption_risk`: drops per 30 days, capped at 1; 0 with no
+    history); ``None`` when the file gives the risk or there is no trace."""
+    if market is not Market.SPOT or source.interruption_risk is not None or source.trace is None:
+        return None
+    if before <= 0:
+        return 0.0
+    up = _availability(source, market, np.arange(before) * tick_s)
+    drops = int(np.count_nonzero(up[:-1] & ~up[1:]))
+    return min(1.0, drops * SECONDS_PER_30_DAYS / (before * tick_s))
+
+
+def _hardware_only(spec: JobSpec) -> JobSpec:
+    """``spec`` on-demand, with its hardware constraints only (the normalisation baseline)."""
+    fields = JobSpec.model_fields
+    return spec.model_copy(update={
+        "market": MarketChoice.ON_DEMAND, "max_price_usd_per_hour": None,
+        "max_interruption_risk": None,
+        **{name: fields[name].default_factory() for name in ("providers", "regions", "zones")}})
+
+
 def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
-                     tick_s: float | None = None) -> SimMarket:
+                     tick_s: float | None = None, known_before_tick: int = 0) -> SimMarket:
     """Arrays of ``market`` for the offers ``spec`` admits, over absolute ticks ``0..ticks-1``.
 
     Args:
         market: a loaded replay market (read only).
-        spec: the job spec; its constraints choose the offers (judged at market time 0).
+        spec: the job spec; its constraints choose the offers (judged at market time 0, with
+            the interruption risks known then).
         ticks: number of ticks to build (> 0).
         tick_s: tick length in market seconds (default :func:`default_tick_s`).
+        known_before_tick: absolute tick of the first simulated start (>= 0): the trace
+            before it is the history that derives interruption risks the file does not give.
 
     Raises:
-        SimulationError: ``ticks``/``tick_s`` not positive, or no offer fits the spec (the
-            message says which constraint removed how many).
+        SimulationError: ``ticks``/``tick_s`` not positive, ``known_before_tick`` outside
+            ``0..ticks-1``, or no offer fits the spec (the message says which constraint
+            removed how many).
     """
     tick_s = float(tick_s or default_tick_s(market))
     if ticks <= 0 or tick_s <= 0:
         raise SimulationError(f"ticks and tick_s must be > 0, got {ticks} and {tick_s}")
+    if not 0 <= known_before_tick < ticks:
+        raise SimulationError(f"known_before_tick must be in 0..{ticks - 1}, "
+                              f"got {known_before_tick}")
     sources = _sources(market)
-    models = [src.to_offer(mk, 0.0, EPOCH) for src, mk in sources]
+    models = []
+    for src, mk in sources:
+        model = src.to_offer(mk, 0.0, EPOCH)
+        risk = _past_risk(src, mk, tick_s, known_before_tick)
+        models.append(model if risk is None else model.model_copy(update={"interruption_risk": risk}))
     filtered = filter_offers(spec, models)
     eligible = {id(o) for o in filtered.eligible}
     keep = [i for i, m in enumerate(models) if id(m) in eligible]
@@ -141,8 +188,26 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     pool_stats = availability_stats(pool, tick_h)
     if not table.is_spot.any():
         pool_stats = AvailabilityStats(**{**pool_stats.__dict__, "frac": np.zeros(ticks)})
+    baseline, note = None, ""
+    if table.is_spot.all():
+        baseline, note = _baseline(market, spec, ticks, tick_s, known_before_tick)
     return SimMarket(
         table=table, offers=tuple(models[i] for i in keep), tick_h=tick_h, available=avail,
         price=price, offer_stats=_stats_columns(avail, table.is_spot, tick_h),
         pool_available=pool, pool_stats=pool_stats, zone_available=zones, filtered=filtered,
+        known_before_tick=known_before_tick, baseline=baseline, baseline_note=note,
     )
+
+
+def _baseline(market: ReplayMarket, spec: JobSpec, ticks: int, tick_s: float,
+              known_before_tick: int) -> tuple[SimMarket | None, str]:
+    """The on-demand market to normalise a spot-only job's costs to, and a note saying so."""
+    try:
+        od = build_sim_market(market, _hardware_only(spec), ticks, tick_s, known_before_tick)
+    except SimulationError as exc:
+        return None, ("no eligible offer is on-demand and no on-demand offer meets the "
+                      f"hardware constraints ({exc}): costs are not normalised")
+    cheapest = int(np.argmin(od.price[0]))
+    return od, ("no eligible offer is on-demand: costs are normalised to the cheapest "
+                "on-demand offer meeting the hardware constraints "
+                f"({od.table.keys[cheapest]}, ${od.price[0, cheapest]:.3f}/h)")

@@ -2,7 +2,8 @@
 
 Used by ``schedctl simulate`` and by ``benchmarks/policies``. Every policy gets the same runs
 (same start ticks, same market) so costs compare run by run; costs are normalised to the
-all-on-demand baseline of the same run.
+all-on-demand baseline of the same run (on the cheapest on-demand offer meeting the hardware
+constraints when the job's own offers are all spot).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,9 +19,11 @@ from policies import baselines
 from policies.engine import DEFAULT_CONFIG, PolicyConfig, decide
 from scheduler.simulator.engine import Policy, SimJob, SimResult, simulate
 from scheduler.simulator.market import SimMarket, SimulationError
-from scheduler.simulator.optimum import optimal_cost
+from scheduler.simulator.optimum import deadline_ticks, optimal_cost
 
 OURS = "arbiter"
+UP_NO_CONDITION2 = "uniform-progress-no-condition2"
+"""The authors' variant of uniform progress (``rc_cr_threshold_no_condition2`` in their code)."""
 
 
 def policy_registry(cfg: PolicyConfig = DEFAULT_CONFIG) -> dict[str, Policy]:
@@ -30,6 +33,7 @@ def policy_registry(cfg: PolicyConfig = DEFAULT_CONFIG) -> dict[str, Policy]:
         OURS: functools.partial(decide, cfg=cfg),
         "greedy": baselines.greedy,
         "uniform-progress": baselines.uniform_progress,
+        UP_NO_CONDITION2: baselines.uniform_progress_no_condition2,
         "on-demand": baselines.on_demand,
         "skypilot-failover": functools.partial(baselines.skypilot, strategy="failover"),
         "skypilot-eager": functools.partial(baselines.skypilot, strategy="eager"),
@@ -41,11 +45,14 @@ def policy_registry(cfg: PolicyConfig = DEFAULT_CONFIG) -> dict[str, Policy]:
 @dataclass
 class Comparison:
     """Results of several policies on the same runs, and the omniscient optimum (USD per run,
-    ``None`` when not computed)."""
+    ``None`` when not asked for). ``baseline_usd`` is ``nan`` where no on-demand baseline
+    exists; ``notes`` says what was assumed (a rounded deadline, the baseline's offer, the
+    optimum's horizon), for the reader of the table."""
 
     results: dict[str, SimResult]
     baseline_usd: np.ndarray
     optimum_usd: np.ndarray | None
+    notes: list[str] = field(default_factory=list)
 
     def normalised(self, name: str) -> np.ndarray:
         """Cost of policy ``name`` divided by the all-on-demand cost of the same run."""
@@ -59,41 +66,80 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
 
     Args:
         market: the simulated market; must cover ``max(start_ticks) + max_ticks`` ticks.
-        job: the job (its ``deadline_h`` applies to every run).
+        job: the job (its ``deadline_h`` applies to every run). A deadline that is not a
+            whole number of ticks is rounded down to the tick grid for every policy and the
+            optimum alike, and a note says so.
         start_ticks: ``(n,)`` absolute start ticks.
         names: policy names from :func:`policy_registry`. ``on-demand`` is always in the
             results (callers show only the names they asked for); the normalisation baseline
-            is all on-demand *without* the budgets, so a budget stop does not shrink it.
+            is all on-demand *without* the budgets, so a budget stop does not shrink it. When
+            no eligible offer is on-demand (a spot-only spec), the baseline runs on the
+            cheapest on-demand offer meeting the hardware constraints (``market.baseline``),
+            or is ``nan`` when there is none; a note says which.
         max_ticks: ticks simulated per run at most.
-        with_optimum: also compute the omniscient optimum (needs a deadline that is a whole
-            number of ticks; skipped otherwise).
+        with_optimum: also compute the omniscient optimum: finishing by the deadline, or
+            within the ``max_ticks`` simulated when there is none or it is later (noted).
         cfg: knobs of our policy.
 
     Raises:
-        SimulationError: unknown policy name, or as :func:`simulate`.
+        SimulationError: unknown policy name, a deadline shorter than one tick, as
+            :func:`simulate`, or the optimum cannot be computed (as :func:`optimal_cost`;
+            it is never left out silently).
     """
     registry = policy_registry(cfg)
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise SimulationError(f"unknown policy {unknown[0]!r}; choose from {', '.join(registry)}")
+    notes: list[str] = []
+    job = _on_the_grid(job, market.tick_h, notes)
     results = {name: simulate(registry[name], market, job, start_ticks, max_ticks=max_ticks)
                for name in dict.fromkeys(["on-demand", *names])}
-    if math.isfinite(job.budget_usd) or math.isfinite(job.user_budget_usd):
-        unlimited = replace(job, budget_usd=math.inf, user_budget_usd=math.inf)
-        baseline = simulate(registry["on-demand"], market, unlimited, start_ticks,
-                            max_ticks=max_ticks).cost_usd
-    else:
-        baseline = results["on-demand"].cost_usd
+    baseline = _baseline(market, job, start_ticks, max_ticks, results, registry, notes)
     optimum = None
-    if with_optimum and job.deadline_h is not None and _whole_ticks(job.deadline_h, market):
+    if with_optimum:
+        horizon_h = max_ticks * market.tick_h
+        deadline = job.deadline_h
+        if deadline is None or deadline > horizon_h + 1e-9:
+            why = "no deadline" if deadline is None else "the deadline is past the simulated hours"
+            notes.append(f"omniscient optimum: {why}; it finishes within the {horizon_h:g} h "
+                         "simulated")
+            deadline = horizon_h
         optimum = optimal_cost(market, job.compute_h, job.restart_overhead_h, start_ticks,
-                               [job.deadline_h])[:, 0]
-    return Comparison(results, baseline, optimum)
+                               [deadline])[:, 0]
+    return Comparison(results, baseline, optimum, notes)
 
 
-def _whole_ticks(hours: float, market: SimMarket) -> bool:
-    ticks = hours / market.tick_h
-    return abs(ticks - round(ticks)) < 1e-9
+def _on_the_grid(job: SimJob, tick_h: float, notes: list[str]) -> SimJob:
+    """``job`` with its deadline rounded down to whole ticks (decisions happen on ticks)."""
+    if job.deadline_h is None:
+        return job
+    ticks = deadline_ticks(job.deadline_h, tick_h)
+    if ticks < 1:
+        raise SimulationError(f"the deadline ({job.deadline_h:g} h) is shorter than one tick "
+                              f"({tick_h * 3600:g} s)")
+    if abs(ticks * tick_h - job.deadline_h) < 1e-9:
+        return job
+    notes.append(f"deadline {job.deadline_h:g} h rounded down to {ticks * tick_h:g} h "
+                 f"({ticks} ticks of {tick_h * 3600:g} s) for every policy and the optimum")
+    return replace(job, deadline_h=ticks * tick_h)
+
+
+def _baseline(market: SimMarket, job: SimJob, start_ticks: np.ndarray, max_ticks: int,
+              results: dict[str, SimResult], registry: dict[str, Policy],
+              notes: list[str]) -> np.ndarray:
+    """All on-demand cost per run without budgets, on the baseline market when the job's
+    own has no on-demand offer."""
+    own = not market.table.is_spot.all()
+    if not own:
+        notes.append(market.baseline_note or "no on-demand offer: costs are not normalised")
+        if market.baseline is None:
+            return np.full(len(start_ticks), np.nan)
+    limited = math.isfinite(job.budget_usd) or math.isfinite(job.user_budget_usd)
+    if own and not limited:
+        return results["on-demand"].cost_usd
+    unlimited = replace(job, budget_usd=math.inf, user_budget_usd=math.inf)
+    return simulate(registry["on-demand"], market if own else market.baseline, unlimited,
+                    start_ticks, max_ticks=max_ticks).cost_usd
 
 
 def summary_row(name: str, comp: Comparison) -> dict[str, float]:

@@ -1,12 +1,15 @@
 """``schedctl simulate`` end to end: market file → simulator → table / JSON."""
 
 import json
+import math
+import warnings
 
 import pytest
 from typer.testing import CliRunner
 
 from scheduler.cli.main import app
 from scheduler.config import examples_dir, shared_data_dir
+from tests.integration.simulator.conftest import write_market
 
 JOB = "name: sim\ncommand: python train.py\nresources: {gpu_count: 1, min_vram_gib: 16}\n"
 
@@ -26,7 +29,7 @@ def test_demo_market_table(job_file):
     result = run(job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
                  "--deadline-hours", 3, "--json")
     assert result.exit_code == 0, result.output
-    rows = {r["policy"]: r for r in json.loads(result.output)}
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
     assert {"arbiter", "greedy", "uniform-progress", "on-demand", "skypilot-failover"} <= set(rows)
     assert rows["on-demand"]["cost_mean"] == pytest.approx(1.0)
     assert rows["arbiter"]["misses"] == 0
@@ -48,7 +51,7 @@ def test_budget_alerts_summarised(job_file):
     rows = {r["policy"]: r for r in json.loads(run(
         job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 10,
         "--budget-usd", 0.5, "--policy", "arbiter,greedy", "--no-optimum", "--runs", 20,
-        "--json").output)}
+        "--json").stdout)}
     assert set(rows) == {"arbiter", "greedy"}
     assert rows["greedy"]["budget_stopped"] == 20 and rows["greedy"]["unfinished"] == 20
 
@@ -67,7 +70,7 @@ def test_spec_hours_and_budget_are_the_defaults(job_file, tmp_path):
 def test_only_the_asked_policies_are_shown(job_file):
     out = run(job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
               "--policy", "arbiter,greedy", "--json")
-    assert [r["policy"] for r in json.loads(out.output)] == ["arbiter", "greedy"]
+    assert [r["policy"] for r in json.loads(out.stdout)] == ["arbiter", "greedy"]
 
 
 def test_errors_name_the_problem(job_file, tmp_path):
@@ -97,5 +100,44 @@ def test_real_traces_market(job_file):
                  "--compute-hours", 12, "--deadline-hours", 16, "--runs", 4, "--json",
                  "--policy", "arbiter,greedy,uniform-progress")
     assert result.exit_code == 0, result.output
-    rows = {r["policy"]: r for r in json.loads(result.output)}
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
     assert rows["arbiter"]["misses"] == 0
+
+
+def test_spot_only_spec_is_normalised_to_on_demand_meeting_the_hardware(job_file, tmp_path):
+    spot = tmp_path / "spot.yaml"
+    spot.write_text(JOB + "market: spot\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no division by zero behind the numbers
+        result = run(spot, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
+                     "--deadline-hours", 3, "--policy", "arbiter,greedy", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
+    # cheapest on-demand with >= 16 GiB: g4dn.xlarge $0.526/h; 2 h + 0.2 h overhead = $1.157
+    on_demand = 0.526 * 2.2
+    for row in rows.values():
+        assert math.isfinite(row["cost_mean"])
+        assert row["cost_mean"] == pytest.approx(row["cost_usd_mean"] / on_demand)
+    assert "cheapest on-demand offer meeting the hardware constraints" in result.stderr
+    assert "g4dn.xlarge/on-demand, $0.526/h" in result.stderr
+
+
+def test_no_on_demand_offer_at_all_says_so(job_file, tmp_path):
+    market = write_market(tmp_path, {"a": [1] * 200}, on_demand_usd=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = run(job_file, "--market", market, "--compute-hours", 2, "--deadline-hours", 3,
+                    "--policy", "arbiter,greedy")
+    assert table.exit_code == 0, table.output
+    assert "inf" not in table.output
+    assert "no on-demand offer meets the hardware constraints" in " ".join(table.output.split())
+    assert "not normalised" in table.output
+
+
+def test_fractional_deadline_is_rounded_and_said(job_file):
+    result = run(job_file, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
+                 "--deadline-hours", 3.05, "--policy", "greedy", "--json")
+    assert result.exit_code == 0, result.output
+    assert "deadline 3.05 h rounded down to 3 h" in result.stderr
+    assert "omniscient optimum: mean $" in result.stderr
+    assert "gap_to_optimum" in json.loads(result.stdout)[0]

@@ -1,7 +1,11 @@
+import dataclasses
+import itertools
+
 import numpy as np
 import pytest
 
-from scheduler.simulator.engine import SimJob
+from policies.views import NO_OFFER, Decision, Reason
+from scheduler.simulator.engine import SimJob, simulate
 from scheduler.simulator.market import SimulationError
 from scheduler.simulator.optimum import optimal_cost
 from scheduler.simulator.runner import compare, policy_registry
@@ -23,9 +27,29 @@ def test_optimum_by_hand(sim_market):
     assert np.isinf(optimal_cost(market, 0.5, TICK, np.array([0]), [2 * TICK])[0, 0])
 
 
-def test_deadline_must_be_whole_ticks(sim_market):
-    with pytest.raises(SimulationError, match="whole numbers of ticks"):
-        optimal_cost(sim_market({"a": TRACE}), 0.5, TICK, np.array([0]), [1.0001])
+def test_deadlines_round_down_to_the_tick_grid(sim_market):
+    market = sim_market({"a": TRACE})
+    # 8.9 ticks is 8 ticks for the optimum (the finish must be by the last whole tick)
+    costs = optimal_cost(market, 0.5, TICK, np.array([0]), [8.9 * TICK, 8 * TICK, 10 * TICK])
+    assert costs[0] == pytest.approx([5 / 6, 5 / 6, 4 / 6])
+    with pytest.raises(SimulationError, match="shorter than one tick"):
+        optimal_cost(market, 0.5, TICK, np.array([0]), [0.5 * TICK])
+
+
+def test_compare_rounds_the_deadline_and_says_so(sim_market):
+    market = sim_market({"a": TRACE}, ticks=12)
+    job = SimJob(0.5, 8.9 * TICK, TICK)
+    comp = compare(market, job, np.array([0]), ["greedy"], 12)
+    assert comp.optimum_usd == pytest.approx([5 / 6])
+    assert comp.results["greedy"].deadline_h == pytest.approx([8 * TICK])
+    assert any("rounded down" in note for note in comp.notes), comp.notes
+
+
+def test_no_deadline_optimum_within_the_simulated_ticks(sim_market):
+    market = sim_market({"a": TRACE}, ticks=12)
+    comp = compare(market, SimJob(0.5, None, TICK), np.array([0]), ["greedy"], 12)
+    assert comp.optimum_usd == pytest.approx([4 / 6])
+    assert any("no deadline" in note for note in comp.notes), comp.notes
 
 
 def test_no_policy_beats_the_optimum(sim_market):
@@ -38,3 +62,53 @@ def test_no_policy_beats_the_optimum(sim_market):
     for name, result in comp.results.items():
         ok = result.met_deadline
         assert np.all(result.cost_usd[ok] >= comp.optimum_usd[ok] - 1e-9), name
+
+
+def _replay(choices: np.ndarray, tick_h: float):
+    """A policy that plays ``choices[run, tick]`` (an offer, or NO_OFFER); an unavailable
+    choice means no instance this tick."""
+    def policy(jobs, market):
+        i = int(round(float(jobs.elapsed_h[0]) / tick_h))
+        want = choices[:, i]
+        ok = (want != NO_OFFER) & market.available[np.arange(len(want)), np.maximum(want, 0)]
+        offer = np.where(ok, want, NO_OFFER)
+        return Decision(offer, np.full(len(offer), int(Reason.SPOT)))
+    return policy
+
+
+def _brute_force(market, job: SimJob, start: int, ticks: int) -> float:
+    """Least cost over every decision sequence (idle or one offer per tick), each run through
+    the simulator itself; ``inf`` when none meets the deadline."""
+    m = market.available.shape[1]
+    choices = np.array(list(itertools.product(range(-1, m), repeat=ticks)))
+    choices[choices == -1] = NO_OFFER
+    result = simulate(_replay(choices, market.tick_h), market, job,
+                      np.full(len(choices), start), max_ticks=ticks)
+    ok = result.met_deadline
+    return float(result.cost_usd[ok].min()) if ok.any() else np.inf
+
+
+@pytest.mark.parametrize("case", range(80))
+def test_optimum_equals_brute_force_on_tiny_markets(sim_market, case):
+    rng = np.random.default_rng(1000 + case)
+    gap_s = int(rng.choice([600, 195, 360]))
+    zones = int(rng.integers(1, 3))
+    n = 14
+    traces = {f"z{z}": [1] * n for z in range(zones)}
+    market = sim_market(traces, ticks=n, gap_s=gap_s)
+    spot = market.table.is_spot
+    avail = market.available.copy()
+    avail[:, spot] = rng.random((n, int(spot.sum()))) < rng.uniform(0.3, 0.9)
+    price = market.price.copy()
+    price[:, spot] = rng.uniform(0.2, 2.5, (n, int(spot.sum())))
+    market = dataclasses.replace(market, available=avail, price=price)
+    ticks = int(rng.integers(2, 9 if zones == 1 else 7))
+    compute_s = int(rng.integers(1, ticks * gap_s) if case % 2 else rng.integers(ticks * gap_s // 3, ticks * gap_s))
+    overhead_s = int(rng.choice([0, rng.integers(1, gap_s), rng.integers(gap_s, 2 * gap_s + 1)]))
+    start = int(rng.integers(0, n - ticks))
+    job = SimJob(compute_s / 3600, ticks * gap_s / 3600, overhead_s / 3600)
+    expected = _brute_force(market, job, start, ticks)
+    got = optimal_cost(market, job.compute_h, job.restart_overhead_h, np.array([start]),
+                       [job.deadline_h])[0, 0]
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12), \
+        (gap_s, zones, ticks, compute_s, overhead_s, start)
