@@ -8,7 +8,11 @@
       - kind: aws                    # (each kind documents its own fields: AwsConfig)
         regions: [us-east-1]
       - kind: catalog                # public catalogs, display/planning only: CatalogConfig
-        catalogs: [{provider: gcp, path: ${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv}]
+        catalogs: [{provider: gcp, path: "${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv"}]
+
+A catalog whose provider name another entry also serves (a replayed market imitating ``gcp``
+beside a ``gcp`` catalog) lists its offers as ``gcp-catalog``; two adapters that can launch
+may not serve one name.
 
 Budgets (optional, same file): per-user limits in USD, applied to every job whose spec has that
 ``owner``, and a webhook that receives each budget alert (80, 90, 100 %) as a JSON POST
@@ -26,6 +30,7 @@ entry, the field and the problem.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -43,6 +48,7 @@ from scheduler.models import StrictModel, format_validation_error
 from scheduler.models.base import Number
 
 Factory = Callable[[dict[str, Any], Path, Path], Provider]
+log = logging.getLogger(__name__)
 
 
 class ProviderConfigError(ValueError):
@@ -256,8 +262,48 @@ def load_budget_config(path: Path | None, env: dict[str, str] | None = None) -> 
     return _budget_config(raw, path or Path("GA_BUDGET_WEBHOOK_URL"))
 
 
+def provider_names(provider: Provider) -> set[str]:
+    """The ``Offer.provider`` names an adapter serves (a replayed market may imitate several)."""
+    return set(getattr(provider, "provider_names", None) or {provider.name})
+
+
+def _describe(entry: dict[str, Any]) -> str:
+    where = entry.get("market") if entry.get("kind") == "replay" else None
+    return f"{entry.get('kind')}" + (f" market {where}" if where else "")
+
+
+def _separate_names(entries: list[dict[str, Any]], adapters: list[Provider]) -> None:
+    """Give every provider name one adapter: a display-only catalog yields a name another
+    entry serves (its offers are listed as ``<name>-catalog``, logged); two adapters that can
+    launch under one name are refused (their offers and instances would be mixed up).
+    Raises :class:`ProviderConfigError`."""
+    from providers.catalog.provider import CatalogProvider
+
+    owner: dict[str, int] = {}
+    for i, adapter in enumerate(adapters):
+        if isinstance(adapter, CatalogProvider):
+            continue
+        for name in sorted(provider_names(adapter)):
+            if name in owner:
+                j = owner[name]
+                raise ProviderConfigError(
+                    f"providers[{i}] ({_describe(entries[i])}) and providers[{j}] "
+                    f"({_describe(entries[j])}) both serve provider {name!r}: a replayed market "
+                    "imitating a cloud cannot run next to that cloud's adapter (or another "
+                    "market imitating it); name its offers' provider differently")
+            owner[name] = i
+    taken = set(owner)
+    for i, adapter in enumerate(adapters):
+        if isinstance(adapter, CatalogProvider):
+            for name, label in adapter.avoid_names(taken).items():
+                log.info("providers[%d] (catalog): %r is also served by another provider entry; "
+                         "this catalog's offers are listed as %r (display only)", i, name, label)
+            taken |= adapter.provider_names
+
+
 def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> list[Provider]:
-    """One adapter per entry, in order. Raises :class:`ProviderConfigError`."""
+    """One adapter per entry, in order, each provider name served by one of them (see
+    :func:`_separate_names`). Raises :class:`ProviderConfigError`."""
     out: list[Provider] = []
     replay_index = 0
     for i, entry in enumerate(entries):
@@ -280,4 +326,10 @@ def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> li
             raise ProviderConfigError("\n".join(f"providers[{i}] ({kind}): {ln}" for ln in lines)) from None
         except ProviderConfigError as exc:
             raise ProviderConfigError(f"providers[{i}] ({kind}): {exc}") from None
+    try:
+        _separate_names(entries, out)
+    except ProviderConfigError:
+        for adapter in out:
+            adapter.close()
+        raise
     return out

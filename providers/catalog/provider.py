@@ -3,9 +3,11 @@ and planning. A catalog provider cannot launch anything.
 
 Each configured catalog (a SkyPilot ``vms.csv`` at a path or URL) gives one spot offer and one
 on-demand offer per GPU configuration and location it prices; the offers carry the catalog's
-provider name (``aws``, ``gcp``, ``azure``, ``lambda``, ``vast``, or any name given), so do not
-run a catalog under the same name as a live adapter of that cloud (give it e.g.
-``aws-catalog``). Spot offers get ``default_spot_risk`` as interruption risk: catalogs carry
+provider name (``aws``, ``gcp``, ``azure``, ``lambda``, ``vast``, or any name given). When
+another configured adapter already serves that name (a cloud's own adapter, or a replayed
+market imitating that cloud), the catalog's offers are listed as ``<name>-catalog`` instead
+(:meth:`CatalogProvider.avoid_names`), so display-only offers are never mixed with offers
+that can launch. Spot offers get ``default_spot_risk`` as interruption risk: catalogs carry
 none.
 """
 
@@ -61,7 +63,7 @@ class CatalogConfig(StrictModel):
 
         - kind: catalog
           catalogs:
-            - {provider: gcp, path: ${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv}
+            - {provider: gcp, path: "${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv"}
             - {provider: lambda, url: https://example.org/lambda/vms.csv}
           max_age_s: 3600          # URL bodies are revalidated at most this often
           default_spot_risk: 0.15  # interruption risk given to spot offers (catalogs have none)
@@ -118,9 +120,27 @@ class CatalogProvider:
     def __init__(self, config: CatalogConfig, cache_dir: Path,
                  fetcher: CatalogFetcher | None = None) -> None:
         self.config = config
-        self.provider_names = {c.provider for c in config.catalogs}
+        # The provider name each catalog's offers carry: its ``provider``, unless renamed by
+        # avoid_names.
+        self.labels = {c.provider: c.provider for c in config.catalogs}
+        self.provider_names = set(self.labels.values())
         self._fetcher = fetcher or CatalogFetcher(cache_dir, config.max_age_s)
         self._last: dict[int, tuple[Fetched, CatalogRead]] = {}
+
+    def avoid_names(self, taken: set[str]) -> dict[str, str]:
+        """List the offers of each catalog whose provider name is in ``taken`` (served by
+        another adapter) as ``<name>-catalog`` (``<name>-catalog-2``, ... if that is taken
+        too). Returns ``{configured name: label}`` of the catalogs renamed."""
+        renamed = {}
+        for name in sorted(self.labels):
+            if name not in taken:
+                continue
+            label, n = f"{name}-catalog", 2
+            while label in taken or label in self.labels:
+                label, n = f"{name}-catalog-{n}", n + 1
+            self.labels[name] = renamed[name] = label
+        self.provider_names = set(self.labels.values())
+        return renamed
 
     def _location(self, spec: CatalogSpec) -> str:
         return spec.url if spec.url is not None else str(spec.path)
@@ -134,7 +154,7 @@ class CatalogProvider:
             try:
                 read = parse_catalog(fetched.text, fetched.location)
             except ValueError as exc:
-                raise ProviderError(str(exc), provider=spec.provider) from None
+                raise ProviderError(str(exc), provider=self.labels[spec.provider]) from None
         self._last[index] = (fetched, read)
         return fetched, read
 
@@ -147,8 +167,8 @@ class CatalogProvider:
             if fetched.stale_error:
                 log.warning("catalog %s: using the cached copy (%.0f s old): %s",
                             fetched.location, fetched.age_s(), fetched.stale_error)
-            out += offers_from_entries(spec.provider, read.entries, fetched.fetched_at,
-                                       self.config.default_spot_risk)
+            out += offers_from_entries(self.labels[spec.provider], read.entries,
+                                       fetched.fetched_at, self.config.default_spot_risk)
         return out
 
     def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
@@ -184,14 +204,19 @@ class CatalogProvider:
             try:
                 fetched, read = self._read(i, spec)
             except ProviderError as exc:
-                rows.append(CheckResult(spec.provider, "-", f"catalog {where}", False, str(exc)))
+                rows.append(CheckResult(self.labels[spec.provider], "-", f"catalog {where}",
+                                        False, str(exc)))
                 continue
             age_h = fetched.age_s() / 3600
             detail = f"{read.summary()}; {age_h:.1f} h old" + (
                 " (cached)" if fetched.from_cache else "")
             if fetched.stale_error:
                 detail += f"; refresh failed: {fetched.stale_error}"
-            rows.append(CheckResult(spec.provider, "-", f"catalog {where}", True, detail))
+            if self.labels[spec.provider] != spec.provider:
+                detail += (f"; listed as {self.labels[spec.provider]}: another adapter serves "
+                           f"{spec.provider!r}")
+            rows.append(CheckResult(self.labels[spec.provider], "-", f"catalog {where}", True,
+                                    detail))
         return rows
 
     def close(self) -> None:
