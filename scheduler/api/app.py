@@ -142,11 +142,12 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     @app.get("/v1/offers", dependencies=user)
     def list_offers(gpu: str | None = None, provider: str | None = None,
                     market: str | None = None, min_vram_gib: float = 0,
-                    at: str | None = None) -> list[dict[str, Any]]:
-        if at:  # the market as it was then, from price history
+                    at: str | None = None, source: str = "auto") -> list[dict[str, Any]]:
+        if at:  # the market as it was then, from price history (source: real or replayed)
             try:
                 return history_service.offers_at(store, at, gpu=gpu, provider=provider,
-                                                 market=market, min_vram_gib=min_vram_gib)
+                                                 market=market, min_vram_gib=min_vram_gib,
+                                                 source=source)
             except history_service.QueryError as exc:
                 raise HTTPException(422, str(exc)) from None
         return offer_service.table(store, gpu=gpu, provider=provider, market=market,

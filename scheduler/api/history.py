@@ -8,6 +8,9 @@
 
 ``GET /v1/offers?at=TIME`` (the market as it was, from history) is served by the offers
 route of :mod:`scheduler.api.app` through :func:`scheduler.services.history.offers_at`.
+Every history route takes ``source``: ``auto`` (default: real history when it covers the
+question, else the replayed markets'), ``real``, ``replay``, ``replay:<market name>`` or
+``all`` (:mod:`scheduler.store.history_sources`); every answer says the source of each row.
 Bad parameters answer 422 with ``{"detail": "<field>: <problem and what is allowed>"}``; an
 invalid job spec as ``POST /v1/jobs`` does.
 """
@@ -45,18 +48,21 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
     def history(gpu: str | None = None, provider: str | None = None, region: str | None = None,
                 zone: str | None = None, instance_type: str | None = None,
                 market: str | None = None, since: str = "30d", until: str | None = None,
-                by: str = "series", per_gpu: bool = False) -> dict[str, Any]:
+                by: str = "series", per_gpu: bool = False,
+                source: str = "auto") -> dict[str, Any]:
         try:
             return history_service.query(store, since=since, until=until, by=by, per_gpu=per_gpu,
                                          gpu=gpu, provider=provider, region=region, zone=zone,
-                                         instance_type=instance_type, market=market)
+                                         instance_type=instance_type, market=market,
+                                         source=source)
         except history_service.QueryError as exc:
             raise query_error(exc) from None
 
     @api.get("/v1/history/points")
-    def history_points(series: str, since: str = "30d", until: str | None = None) -> dict[str, Any]:
+    def history_points(series: str, since: str = "30d", until: str | None = None,
+                       source: str = "auto") -> dict[str, Any]:
         try:
-            return history_service.points(store, series, since, until)
+            return history_service.points(store, series, since, until, source=source)
         except history_service.QueryError as exc:
             raise query_error(exc) from None
 

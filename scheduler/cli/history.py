@@ -102,6 +102,9 @@ def history(
     since: str = typer.Option("30d", help="start: a duration ago (30d, 12h, 1y) or an ISO date"),
     until: str | None = typer.Option(None, help="end (default now), same forms as --since"),
     by: str = typer.Option("series", help="series, zone, region, provider or hour-of-day"),
+    source: str = typer.Option("auto", help="auto (real history when it covers the window, "
+                                            "else replayed markets'), real, replay, "
+                                            "replay:MARKET or all"),
     per_gpu: bool = typer.Option(False, "--per-gpu", help="prices per GPU-hour"),
     plot: bool = typer.Option(False, "--plot", help="draw the series in the terminal"),
     plot_max: int = typer.Option(6, min=1, max=20, help="most series drawn by --plot"),
@@ -117,7 +120,7 @@ def history(
     _check_format(fmt)
     params = dict(gpu=gpu, provider=provider, region=region, zone=zone,
                   instance_type=instance_type, market=market)
-    query = dict(since=since, until=until, by=by, per_gpu=per_gpu)
+    query = dict(since=since, until=until, by=by, per_gpu=per_gpu, source=source)
     try:
         result = call(home, "GET", "/v1/history", lambda s: service.query(s, **query, **params),
                       params={**params, **query})
@@ -125,12 +128,14 @@ def history(
         if not rows:
             err.print(render.history_empty(result))
             raise typer.Exit(1)
+        say_sources(result.get("source") or [], fmt)
         emit(rows, fmt, result, lambda: render.history_table(result))
         if plot and by == "series":
-            series = [r["series_key"] for r in rows[:plot_max]]
+            picked = [(r["series_key"], r["source"]) for r in rows[:plot_max]]
             curves = [call(home, "GET", "/v1/history/points",
-                           lambda st, s=s: service.points(st, s, since, until),
-                           params={"series": s, "since": since, "until": until}) for s in series]
+                           lambda st, s=s, src=src: service.points(st, s, since, until, source=src),
+                           params={"series": s, "since": since, "until": until, "source": src})
+                      for s, src in picked]
             typer.echo(render.history_plot(curves, per_gpu_note=per_gpu))
             if len(rows) > plot_max:
                 err.print(f"(plotted the {plot_max} cheapest of {len(rows)} series; --plot-max N)")
@@ -138,6 +143,20 @@ def history(
             err.print("--plot draws series: use it with --by series")
     except CliError as exc:
         fail(exc)
+
+
+def say_sources(answered: list[str], fmt: str) -> None:
+    """Say, before a table, when its prices come from a replayed market (on stderr for
+    json/csv, whose rows carry ``source`` themselves)."""
+    from scheduler.store.history_sources import is_replay, label
+
+    replayed = [s for s in answered if is_replay(s)]
+    if not replayed:
+        return
+    text = "prices from " + ", ".join(label(s) for s in replayed)
+    if len(replayed) < len(answered):
+        text += " and real prices, in separate rows (column source)"
+    (console if fmt == "table" else err).print(f"[bold yellow]{text}[/]")
 
 
 @history_app.command("import")
@@ -240,9 +259,14 @@ def cost_report(job: str | None = typer.Argument(None, help="a job id (default: 
     emit(rows, fmt, result, lambda: render.cost_report(result))
 
 
-def offers_at(home: Path | None, at: str, **filters: Any) -> list[dict[str, Any]]:
-    """``schedctl offers --at``: rows of ``GET /v1/offers?at=`` (or read locally)."""
+def offers_at(home: Path | None, at: str, source: str = "auto",
+              **filters: Any) -> list[dict[str, Any]]:
+    """``schedctl offers --at``: rows of ``GET /v1/offers?at=`` (or read locally), each with
+    its ``source``; says so when prices come from a replayed market."""
     from scheduler.services import history as service
 
-    return call(home, "GET", "/v1/offers", lambda s: service.offers_at(s, at, **filters),
-                params={"at": at, **filters})
+    rows = call(home, "GET", "/v1/offers",
+                lambda s: service.offers_at(s, at, source=source, **filters),
+                params={"at": at, "source": source, **filters})
+    say_sources(sorted({r.get("source", "real") for r in rows}), "table")
+    return rows

@@ -181,7 +181,10 @@ def offers(home: Path | None = HomeOption,
            market: str | None = typer.Option(None, help="spot or on-demand"),
            min_vram_gib: float = typer.Option(0, min=0, help="minimum VRAM per GPU, GiB"),
            at: str | None = typer.Option(None, help="the market as it was then, from price "
-                                            "history (ISO date-time or a duration ago: 3d)")) -> None:
+                                            "history (ISO date-time or a duration ago: 3d)"),
+           source: str = typer.Option("auto", help="history read by --at: auto (real when it "
+                                                   "covers that time, else replayed markets'), "
+                                                   "real, replay, replay:MARKET or all")) -> None:
     """Latest offers: GPU, count, VRAM, provider, zone, on-demand and spot $/h, risk."""
     if market not in (None, "spot", "on-demand"):
         err.print(f"[bold red]error:[/] --market: got {market!r}; allowed: spot, on-demand")
@@ -189,8 +192,8 @@ def offers(home: Path | None = HomeOption,
     try:
         if at:
             from scheduler.cli.history import offers_at
-            rows = offers_at(home, at, gpu=gpu, provider=provider, market=market,
-                             min_vram_gib=min_vram_gib)
+            rows = offers_at(home, at, source=source, gpu=gpu, provider=provider,
+                             market=market, min_vram_gib=min_vram_gib)
         else:
             rows = client(home).get("/v1/offers", gpu=gpu, provider=provider, market=market,
                                     min_vram_gib=min_vram_gib)

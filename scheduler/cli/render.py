@@ -284,6 +284,7 @@ def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table
     if market != "on-demand":
         table.add_column("spot", justify="right", no_wrap=True)
         table.add_column("risk", justify="right", no_wrap=True)
+    table.add_column("price age", justify="right", no_wrap=True)  # since the price started
     for r in rows:
         cells = [f"{r['gpu_count']}x {r['gpu_model']}", f"{r['vram_gib']:g}G",
                  f"{r['provider']}/{r['zone']}", r["instance_type"]]
@@ -292,8 +293,21 @@ def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table
         if market != "on-demand":
             risk = "-" if r["interruption_risk"] is None else f"{100 * r['interruption_risk']:.0f}%"
             cells += [_usd(r["spot_usd_per_hour"], 3), risk]
+        cells.append(price_age(r.get("price_age_s")))
         table.add_row(*cells)
     return table
+
+
+def price_age(seconds: float | None) -> str:
+    """How long a price has been in force: ``45s``, ``12m``, ``3h``, ``5d``, ``2y`` (``-``
+    when unknown)."""
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, float(seconds))
+    for unit, size in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def problems_table(problems: list[dict[str, Any]]) -> Group:
@@ -356,6 +370,8 @@ def history_table(result: dict[str, Any]) -> Table:
             cells = [f"{r['hour']:02d}:00"]
         else:
             cells = [f"{r['provider']}/{r.get('zone') or r.get('region') or ''}".rstrip("/")]
+        if r.get("source", "real") != "real":  # a replayed market's prices, never real ones
+            cells[0] = f"{r['source']} {cells[0]}"
         cells += [_price(r[k]) for k in ("min", "p50", "mean", "p90", "max", "last")]
         cells += [str(r["changes"]), f"{100 * r['volatility']:.1f}%"]
         if by != "series":
@@ -445,6 +461,8 @@ def plan_panel(plan: dict[str, Any], width: int | None = None) -> Panel:
                 f"({plan['gpu_hours']:g} GPU-hours); prices: history since "
                 f"{plan['lookback_since'][:10]}; offers: {plan['offers_source']} "
                 f"({plan['eligible']} fit)")
+    for problem in plan.get("offers_problems") or []:
+        head.append(f"\nnot listed: {problem}", style="yellow")
     budget = plan.get("budget_usd")
     if budget is not None:
         over = [n for n, est in plan["scenarios"].items() if (est or {}).get("over_budget")]
@@ -464,7 +482,9 @@ def plan_panel(plan: dict[str, Any], width: int | None = None) -> Panel:
                          "-", "-", "-", "-"])
             continue
         cost = Text(_range(est["cost_usd"], "${:,.2f}"), style="bold red" if est.get("over_budget") else "")
-        rows.append([Text.assemble((name, "bold"), "\n", (_where(est), "dim")), _price(est["price_mean"]),
+        why = f"\n{est['reason']}" if est.get("reason") else ""  # the policy's, as placed
+        rows.append([Text.assemble((name, "bold"), "\n", (_where(est), "dim"), why),
+                     _price(est["price_mean"]),
                      f"{100 * est['interruption_risk']:.0f}%",
                      _range(est["duration_hours"], "{:.1f}"), cost])
     scen = fitted_table("scenarios: expected (low–high)", cols, rows, inner, expand=True)

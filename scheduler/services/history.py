@@ -333,7 +333,8 @@ def offers_at(store: Store, at: str, *, gpu: str | None = None, provider: str | 
     """The market as it was at ``at`` (see :func:`parse_when`), from history: rows shaped
     like :func:`scheduler.services.offers.table` (spot and on-demand side by side per
     instance type and zone) plus ``source``; ``observed_at`` and ``price_since`` = since when
-    that price was in force, risk unknown (``None``). Series whose history does not cover
+    that price was in force (``price_age_s``: seconds from then to ``at``), risk unknown
+    (``None``). Series whose history does not cover
     ``at`` are left out. ``source``: a selector (default ``auto``: real history when it covers
     ``at``, else the replayed markets that do). Raises ``QueryError`` (names the field)."""
     selector = _selector(source)
@@ -359,6 +360,8 @@ def offers_at(store: Store, at: str, *, gpu: str | None = None, provider: str | 
             price, since_ms = prices[src][series]
             _offer_row(rows, src, key, info or {}, price, from_ms(since_ms).isoformat())
     out = list(rows.values())
+    for r in out:
+        r["price_age_s"] = max(0.0, (when - datetime.fromisoformat(r["price_since"])).total_seconds())
     if market in ("spot", "on-demand"):
         field = "spot_usd_per_hour" if market == "spot" else "on_demand_usd_per_hour"
         out = [r for r in out if r[field] is not None]
