@@ -58,8 +58,9 @@ class ProviderConfigError(ValueError):
 class ReplayConfig(StrictModel):
     """``kind: replay``: a replayed market (``providers/replay``). State under
     ``GA_HOME/replay`` (``GA_HOME/replay-N`` for the N-th further replay entry), or under
-    ``state_dir`` (relative to the config file): replicas sharing one Redis set the same
-    ``state_dir`` so they trade on one replayed cloud (one market clock, one instance list)."""
+    ``state_dir``: replicas sharing one Redis set the same ``state_dir`` so they trade on one
+    replayed cloud (one market clock, one instance list). Both paths may use ``$VAR``/
+    ``${VAR}`` and ``~``, and are relative to the config file, like catalog paths."""
 
     kind: str
     market: Path
@@ -67,16 +68,15 @@ class ReplayConfig(StrictModel):
 
 
 def _replay(entry: dict[str, Any], base: Path, home: Path, index: int = 0) -> Provider:
-    from providers.replay.market import MarketError
+    from providers.replay.market import MarketError, expand_path
     from providers.replay.provider import ReplayProvider
 
     config = ReplayConfig.model_validate(entry)
-    market = config.market if config.market.is_absolute() else base / config.market
+    market = expand_path(str(config.market), base)
     if not market.is_file():
         raise ProviderConfigError(f"market: {market} is not a file")
     try:
-        state_dir = config.state_dir if config.state_dir is None or config.state_dir.is_absolute() \
-            else base / config.state_dir
+        state_dir = None if config.state_dir is None else expand_path(str(config.state_dir), base)
         return ReplayProvider(market.resolve(), state_dir
                               or home / ("replay" if index == 0 else f"replay-{index}"))
     except MarketError as exc:

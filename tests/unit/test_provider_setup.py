@@ -63,3 +63,16 @@ def test_bad_budget_config_is_refused_at_start(tmp_path, text, message):
     path.write_text("providers: [{kind: replay, market: m.yaml}]\n" + text)
     with pytest.raises(ProviderConfigError, match=message):
         load_config_file(path)
+
+
+def test_replay_paths_may_use_environment_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("GA_TEST_MARKETS", str(examples_dir()))
+    monkeypatch.setenv("GA_TEST_STATE", str(tmp_path / "shared"))
+    entries = [{"kind": "replay", "market": "${GA_TEST_MARKETS}/market.yaml",
+                "state_dir": "$GA_TEST_STATE/replay"}]
+    (provider,) = build_providers(entries, tmp_path, tmp_path)
+    assert provider.provider_names == {"aws", "gcp"}
+    assert provider.state_dir == (tmp_path / "shared" / "replay").resolve()
+    with pytest.raises(ProviderConfigError, match=r"\$\{GA_TEST_UNSET\}/market.yaml is not a file"):
+        build_providers([{"kind": "replay", "market": "${GA_TEST_UNSET}/market.yaml"}],
+                        tmp_path, tmp_path)

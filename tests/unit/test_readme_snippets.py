@@ -300,3 +300,12 @@ def test_the_checker_catches_wrong_commands():
         _check_schedctl(["history", "--by", "zone|cubic"], "test")
     with pytest.raises(AssertionError, match="takes"):
         _check_schedctl(["cancel", "JOB", "JOB2"], "test")
+
+
+def test_the_market_checker_loads_a_market_and_refuses_a_bad_one(tmp_path):
+    from providers.replay.market import MarketError
+
+    _check_market((REPO_ROOT / "examples" / "market.yaml").read_text(), tmp_path)
+    with pytest.raises(MarketError, match="offers"):
+        _check_market("name: x\noffers: [{provider: aws}]\n", tmp_path)
+    assert not list((REPO_ROOT / "examples").glob(".readme-snippet-*"))
