@@ -121,3 +121,51 @@ def test_real_dumps_and_a_running_replay_market_stay_apart(store, data_dir, file
     both = history_service.query(store, since="2019-01-01", source="all", by="zone", **ZONE)
     assert sorted(r["source"] for r in both["rows"]) == ["real", "replay:demo"]
     assert datetime.now(UTC) - datetime.fromisoformat(today["until"]) < timedelta(minutes=1)
+
+
+@pytest.fixture
+def env(monkeypatch, redis_server, tmp_path):
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    monkeypatch.setenv("GA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "160")
+
+
+def test_cli_and_api_say_which_source_answered(env, store, data_dir, replay, tmp_path):
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from scheduler.api.app import create_app
+    from scheduler.checkpoints.local import LocalObjectStore
+    from scheduler.cli.main import app as cli
+    from scheduler.store.agents import AgentTokens
+
+    OfferPoller(store, replay)()
+    import_path(store, data_dir / DUMPS / "us-east-1")
+    run = lambda *args: CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+    today = run("history", "--zone", "us-east-1c", "--since", "1h")
+    assert today.exit_code == 0, today.output
+    assert "replayed market 'demo' (not real prices)" in today.output
+    assert "replay:demo aws/us-east-1c p3.2xlarge" in today.output
+    past = run("history", "--zone", "us-east-1c", "--since", "2020-03-01", "--until", "2020-03-20")
+    assert past.exit_code == 0 and "us-east-1c p3.2xlarge" in past.output
+    assert "replay" not in past.output
+    real_today = run("history", "--zone", "us-east-1c", "--since", "1h", "--source", "real")
+    assert real_today.exit_code == 1 and "none with prices in" in real_today.output
+    at = run("offers", "--at", "2020-03-10T12:00Z", "--gpu", "V100")
+    assert at.exit_code == 0 and "aws/us-east-1c" in at.output and "replay" not in at.output
+    bad = run("history", "--source", "replayed")
+    assert bad.exit_code != 0 and "source" in bad.output
+
+    app = create_app(store, LocalObjectStore(tmp_path / "objects"), AgentTokens(b"s"), "t")
+    client = TestClient(app, headers={"Authorization": "Bearer t"})
+    refused = client.get("/v1/history", params={"source": "replay:no such"})
+    assert refused.status_code == 422 and refused.json()["detail"].startswith("source:")
+    assert client.get("/v1/offers", params={"at": "now", "source": "x"}).status_code == 422
+    rows = client.get("/v1/offers", params={"at": "2020-03-10T12:00Z", "source": "real"}).json()
+    assert {r["source"] for r in rows} == {"real"} and "us-east-1c" in {r["zone"] for r in rows}
+    curve = client.get("/v1/history/points", params={"series": SERIES, "since": "1h",
+                                                     "source": "replay:demo"}).json()
+    assert curve["source"] == "replay:demo" and curve["points"][0][1] == 0.918
+    live = client.get("/v1/offers").json()
+    assert [(r["zone"], r["source"]) for r in live] == [("us-east-1c", "replay:demo")]
