@@ -5,6 +5,16 @@ an :class:`AgentReport` as JSON; the answer is an :class:`AgentCommand`. The dae
 at any moment: an ordinary report that fails is dropped (its log lines stay queued for the next
 one); a final report is retried for up to 10 minutes.
 
+Output lines wait in a spool in memory until a report carrying them is answered: at most
+``MAX_QUEUED_LINES`` lines and ``MAX_QUEUED_BYTES`` bytes (UTF-8), each line cut to
+``MAX_LINE_CHARS`` characters. When a limit is hit the oldest lines are dropped (the newest
+are kept; the instance's ``WORK_DIR/job.log`` keeps everything). Lines are numbered in the
+order the job printed them and each report says the number of its first line
+(``AgentReport.log_seq``), so the daemon stores each line once, in order, however often a
+report is sent again, and notes in the job's log how many lines were dropped where. Once the
+daemon answers again the spool is emptied report after report (:meth:`Reporter.send`), and
+every final report is sent only after the whole spool (:meth:`Reporter.send_final`).
+
 ``GA_API_URL`` may list several daemon replicas, comma-separated: a report that cannot reach
 one (connection failure, timeout, 5xx) is sent to the next at once, and the reporter stays with
 the replica that answered. Replicas share one Redis and one agent secret, so any of them takes
@@ -25,16 +35,20 @@ from pydantic import ValidationError
 
 from scheduler.agent.retries import retrying
 from scheduler.models import utcnow
-from scheduler.models.agents import AgentCommand, AgentPhase, AgentReport
+from scheduler.models.agents import AgentAction, AgentCommand, AgentPhase, AgentReport
 from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 
 LINES_PER_REPORT = 500  # AgentReport.log_lines accepts at most 500
-# Lines kept while the daemon is unreachable; older ones are dropped (the full output stays in
-# WORK_DIR/job.log).
+# The spool's limits while the daemon is unreachable; older lines are dropped (the full output
+# stays in WORK_DIR/job.log).
 MAX_QUEUED_LINES = 20_000
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_LINE_CHARS = 4000
+# Reports one send may chain to empty the spool after an outage (20 × 500 lines): the main
+# loop goes back to watching the notice in between.
+MAX_REPORTS_PER_SEND = 20
 
 
 class ReportNotDelivered(Exception):
@@ -43,6 +57,10 @@ class ReportNotDelivered(Exception):
     def __init__(self, message: str, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+def _size(line: str) -> int:
+    return len(line.encode("utf-8", errors="replace")) + 1
 
 
 def _transient(exc: BaseException) -> bool:
@@ -61,7 +79,9 @@ class Reporter:
     """
 
     def __init__(self, api_url: str, token: str, instance_id: str, job_id: str, attempt: int,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 max_queued_lines: int = MAX_QUEUED_LINES,
+                 max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
         self.job_id, self.attempt = job_id, attempt
         self._path = f"/v1/agent/{instance_id}/report"
         self._urls = [u.strip().rstrip("/") for u in api_url.split(",") if u.strip()]
@@ -74,6 +94,8 @@ class Reporter:
             transport=transport,
         )
         self._lines: deque[tuple[int, str]] = deque()
+        self._max_lines, self._max_bytes = max_queued_lines, max_queued_bytes
+        self._bytes = 0
         self._next_seq = 0
         self._dropped = 0
         self._lock = threading.Lock()
@@ -83,49 +105,54 @@ class Reporter:
         self._http.close()
 
     def add_line(self, line: str) -> None:
-        """Queue one output line (without its newline) for the next report."""
+        """Queue one output line (without its newline) for the next report; when the spool is
+        full, the oldest queued line is dropped (see the module docstring)."""
+        line = line[:MAX_LINE_CHARS]
         with self._lock:
-            self._lines.append((self._next_seq, line[:MAX_LINE_CHARS]))
+            self._lines.append((self._next_seq, line))
+            self._bytes += _size(line)
             self._next_seq += 1
-            if len(self._lines) > MAX_QUEUED_LINES:
-                self._lines.popleft()
+            while len(self._lines) > 1 and (len(self._lines) > self._max_lines
+                                            or self._bytes > self._max_bytes):
+                _, old = self._lines.popleft()
+                self._bytes -= _size(old)
                 self._dropped += 1
+                if self._dropped == 1:
+                    logger.warning("output spool full (%d lines, %d bytes): dropping the oldest "
+                                   "lines until the daemon answers", self._max_lines,
+                                   self._max_bytes)
 
     def queued_lines(self) -> int:
         with self._lock:
             return len(self._lines)
 
-    def _batch(self) -> tuple[list[str], int | None, str | None]:
-        """Up to LINES_PER_REPORT queued lines, the last one's sequence number, and a note on
-        lines dropped while the daemon was unreachable (reset once reported)."""
+    def _batch(self) -> tuple[list[str], int | None, int | None]:
+        """Up to LINES_PER_REPORT queued lines, the first and the last one's numbers."""
         with self._lock:
             batch = list(islice(self._lines, LINES_PER_REPORT))
-            note = (f"{self._dropped} output line(s) dropped while the daemon was unreachable; "
-                    "see job.log") if self._dropped else None
-        return [line for _, line in batch], (batch[-1][0] if batch else None), note
+        if not batch:
+            return [], None, None
+        return [line for _, line in batch], batch[0][0], batch[-1][0]
 
-    def _acknowledge(self, last_seq: int | None, had_note: bool) -> None:
+    def _acknowledge(self, last_seq: int | None) -> None:
         with self._lock:
             while last_seq is not None and self._lines and self._lines[0][0] <= last_seq:
-                self._lines.popleft()
-            if had_note:
-                self._dropped = 0
+                _, line = self._lines.popleft()
+                self._bytes -= _size(line)
 
     def _post(self, phase: AgentPhase, fields: dict[str, Any]) -> AgentCommand:
         """One POST; raises :class:`ReportNotDelivered`."""
-        lines, last_seq, note = self._batch()
+        lines, first_seq, last_seq = self._batch()
         message = fields.pop("message", None)
-        if note:
-            message = f"{message}; {note}" if message else note
         report = AgentReport(job_id=self.job_id, attempt=self.attempt, phase=phase, at=utcnow(),
-                             log_lines=lines, message=message[:2000] if message else None,
-                             **fields)
+                             log_lines=lines, log_seq=first_seq,
+                             message=message[:2000] if message else None, **fields)
         answer = self._post_to_a_replica(report.model_dump(mode="json"))
         if not answer.is_success:
             code = answer.status_code
             raise ReportNotDelivered(f"daemon answered HTTP {code}: {answer.text[:200]}",
                                      code in (408, 429))
-        self._acknowledge(last_seq, note is not None)
+        self._acknowledge(last_seq)
         try:
             return AgentCommand.model_validate_json(answer.content)
         except ValidationError:
@@ -153,22 +180,29 @@ class Reporter:
         raise ReportNotDelivered("daemon " + "; ".join(problems), True)
 
     def send(self, phase: AgentPhase, **fields: Any) -> AgentCommand | None:
-        """Send one report now (heartbeat or phase change); ``fields`` are other
+        """Send a report now (heartbeat or phase change); ``fields`` are other
         :class:`AgentReport` fields (checkpoint_id, restored_from, notice, exit_code, message).
+        While more output is queued than one report carries (after an outage), more reports
+        of the same phase follow at once, up to ``MAX_REPORTS_PER_SEND`` in all.
 
-        Returns the daemon's command, or ``None`` when the report was not delivered (logged
-        once per outage; never raises for the daemon being down).
+        Returns the daemon's (last) command, or ``None`` when the first report was not
+        delivered (logged once per outage; never raises for the daemon being down).
         """
-        try:
-            command = self._post(phase, dict(fields))
-        except ReportNotDelivered as exc:
-            if not self._down_logged:
-                logger.warning("report %s not delivered: %s (will keep trying)", phase.value, exc)
-                self._down_logged = True
-            return None
-        if self._down_logged:
-            logger.info("daemon reachable again")
-            self._down_logged = False
+        command = None
+        for _ in range(MAX_REPORTS_PER_SEND):
+            try:
+                command = self._post(phase, dict(fields))
+            except ReportNotDelivered as exc:
+                if not self._down_logged:
+                    logger.warning("report %s not delivered: %s (will keep trying)",
+                                   phase.value, exc)
+                    self._down_logged = True
+                return command
+            if self._down_logged:
+                logger.info("daemon reachable again")
+                self._down_logged = False
+            if command.action is not AgentAction.CONTINUE or self.queued_lines() == 0:
+                break
         return command
 
     def send_final(self, phase: AgentPhase, interim_phase: AgentPhase,
@@ -176,9 +210,10 @@ class Reporter:
         """Deliver a final report (succeeded / failed / checkpointed), retrying transient
         failures with backoff (capped at 5 s) for up to 10 minutes.
 
-        Queued output beyond one report's 500 lines is sent first in best-effort reports of
-        ``interim_phase`` (the phase the daemon last saw), so the final one carries the last
-        lines.
+        Queued output beyond one report's 500 lines is sent first, in reports of
+        ``interim_phase`` (the phase the daemon last saw), within the same retries, so the
+        final report goes only with the last lines: once the daemon has it, it takes no more
+        output of this attempt.
 
         - **on_wait** (optional): called between tries.
 
@@ -186,12 +221,11 @@ class Reporter:
         daemon stayed unreachable, or refused it: e.g. 403 for a revoked token).
         """
         interim = {k: v for k, v in fields.items() if k != "exit_code"}
-        while self.queued_lines() > LINES_PER_REPORT:
-            if self.send(interim_phase, **interim) is None:
-                break
         try:
             for attempt in retrying(f"final report {phase.value}", _transient, on_wait):
                 with attempt:
+                    while self.queued_lines() > LINES_PER_REPORT:
+                        self._post(interim_phase, dict(interim))
                     command = self._post(phase, dict(fields))
         except ReportNotDelivered as exc:
             logger.error("final report %s not delivered: %s", phase.value, exc)

@@ -187,7 +187,7 @@ def _record_report(store: Store, report: AgentReport) -> dict[str, Any]:
     # job's current attempt is still written (its final checkpoint report matters).
     if _attempt_is_live(job, report.attempt):
         store.agents.save_report(report.model_copy(update={"received_at": utcnow()}))
-        store.jobs.append_logs(report.job_id, report.log_lines)
+        store.agents.append_output(report)
     return command.model_dump(mode="json")
 
 

@@ -44,6 +44,9 @@ class AgentReport(StrictModel):
     - **restored_from**: the checkpoint restored before the command started, if any.
     - **notice**: the preemption notice read from instance metadata, once seen.
     - **log_lines**: new output lines of the command since the previous report (at most 500).
+    - **log_seq**: the number of ``log_lines[0]`` in the attempt's output (its first line is
+      0), so that lines a resent report carries again are stored once and lines the agent
+      had to drop are noted; ``None`` from agents that do not number their lines.
     """
 
     job_id: str
@@ -55,6 +58,7 @@ class AgentReport(StrictModel):
     restored_from: str | None = None
     notice: PreemptionNotice | None = None
     log_lines: list[str] = Field(default_factory=list, max_length=500)
+    log_seq: int | None = Field(default=None, ge=0, le=2**53)
     message: str | None = Field(default=None, max_length=2000)
     received_at: datetime | None = Field(
         default=None, description="set by the daemon on receipt; liveness uses this clock, "

@@ -1,4 +1,4 @@
-"""Agent tokens and reports.
+"""Agent tokens, reports and the output lines they carry.
 
 An agent token is scoped to one attempt of one job: ``{job_id}.{attempt}.{mac}`` where ``mac``
 is an HMAC of the scope under the daemon's secret. It is the same however often a launch is
@@ -15,7 +15,9 @@ import redis
 
 from scheduler.models import parse_lenient
 from scheduler.models.agents import AgentReport
-from scheduler.store import keys
+from scheduler.store import keys, scripts
+from scheduler.store.jobs import JobStore, cap_log_line
+from scheduler.timing import JOB_LOG_MAX_LINES
 
 # Reports of an attempt outlive it long enough for late final reports to land.
 _AGENT_KEY_TTL_S = 7 * 24 * 3600
@@ -55,6 +57,8 @@ class AgentStore:
 
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
+        self._jobs = JobStore(client)
+        self._append = client.register_script(scripts.APPEND_AGENT_LINES)
 
     def save_report(self, report: AgentReport) -> None:
         """Keep the newest report of its attempt (log lines go to the job's log, not here).
@@ -77,6 +81,26 @@ class AgentStore:
                 pipe.execute()
             except redis.WatchError:
                 return  # a concurrent report of the same agent won; the next one will land
+
+    def append_output(self, report: AgentReport) -> int:
+        """Append the report's ``log_lines`` to its job's log (each capped by
+        :func:`~scheduler.store.jobs.cap_log_line`; the log keeps the newest
+        ``JOB_LOG_MAX_LINES``). With ``log_seq``, lines the log already has from this attempt
+        are skipped, and lines missing before them (the agent dropped them) are noted in one
+        line saying how many. Returns how many lines were appended."""
+        lines = [cap_log_line(line) for line in report.log_lines]
+        if not lines:
+            return 0
+        job_id = report.job_id
+        if report.log_seq is None:  # an agent that does not number its lines
+            self._jobs.append_logs(job_id, lines)
+            return len(lines)
+        return int(self._append(
+            keys=[keys.job_logs(job_id), keys.job_log_seq(job_id, report.attempt)],
+            args=[report.log_seq, JOB_LOG_MAX_LINES, _AGENT_KEY_TTL_S,
+                  "[gpu-arbiter] ", f" output line(s) of attempt {report.attempt} were "
+                  "dropped by its agent while the daemon was unreachable (its spool was "
+                  "full); the instance's job.log has them", *lines]))
 
     def last_report(self, job_id: str, attempt: int) -> AgentReport | None:
         raw = self._r.get(keys.agent_report(job_id, attempt))

@@ -30,6 +30,11 @@ def job_logs(job_id: str) -> str:
     return f"{PREFIX}:job:{{{job_id}}}:logs"
 
 
+def job_log_seq(job_id: str, attempt: int) -> str:
+    """Sequence number of the next output line of the attempt's agent the job's log expects."""
+    return f"{PREFIX}:job:{{{job_id}}}:logseq:{attempt}"
+
+
 def job_lease(job_id: str) -> str:
     return f"{PREFIX}:lease:job:{{{job_id}}}"
 

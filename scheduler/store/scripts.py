@@ -61,3 +61,35 @@ local value = ARGV[2] .. '/' .. fence
 redis.call('SET', KEYS[1], value, 'PX', ttl)
 return value
 """
+
+# Append an agent's output lines to the job's log, each line once, in order, whatever reports
+# are sent again (an answer lost) or cut short (lines the agent had to drop).
+# KEYS[1]: the job's log list. KEYS[2]: the attempt's next expected line number.
+# ARGV[1]: number of the first line given. ARGV[2]: lines the log keeps. ARGV[3]: TTL of
+# KEYS[2] in s. ARGV[4], ARGV[5]: text before and after the count of a note on missing lines.
+# ARGV[6..]: the lines. Lines numbered below KEYS[2] are already there and skipped; a gap before
+# the first line is noted in the log. Returns how many lines were appended.
+APPEND_AGENT_LINES = """
+local expected = tonumber(redis.call('GET', KEYS[2]) or '0')
+local first = tonumber(ARGV[1])
+local n = #ARGV - 5
+local skip = expected - first
+if skip >= n then
+  return 0
+end
+if skip < 0 then
+  redis.call('RPUSH', KEYS[1], ARGV[4] .. tostring(-skip) .. ARGV[5])
+  skip = 0
+end
+local pushed = 0
+local from = 6 + skip
+while from <= #ARGV do
+  local to = math.min(from + 999, #ARGV)
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, from, to))
+  pushed = pushed + (to - from + 1)
+  from = to + 1
+end
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+redis.call('SET', KEYS[2], first + n, 'EX', tonumber(ARGV[3]))
+return pushed
+"""

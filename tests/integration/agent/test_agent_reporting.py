@@ -62,15 +62,39 @@ def test_reports_carry_at_most_500_lines_and_final_flushes_the_rest() -> None:
     reporter = make_reporter(daemon)
     for i in range(1200):
         reporter.add_line(f"line {i}")
+    # A heartbeat after an outage empties the spool in as many reports as it takes.
     reporter.send(AgentPhase.RUNNING)
-    assert len(daemon.bodies[-1]["log_lines"]) == LINES_PER_REPORT
+    assert [len(b["log_lines"]) for b in daemon.bodies] == [LINES_PER_REPORT] * 2 + [200]
+    assert [b["log_seq"] for b in daemon.bodies] == [0, 500, 1000]
+    for i in range(1200, 2400):
+        reporter.add_line(f"line {i}")
     daemon.answer = {"action": "stop", "reason": "cancelled"}
     command = reporter.send_final(AgentPhase.SUCCEEDED, AgentPhase.RUNNING, exit_code=0)
     assert command is not None and command.action is AgentAction.STOP
-    assert [b["phase"] for b in daemon.bodies] == ["running", "running", "succeeded"]
+    assert [b["phase"] for b in daemon.bodies[3:]] == ["running", "running", "succeeded"]
     sent = [line for b in daemon.bodies for line in b["log_lines"]]
-    assert sent == [f"line {i}" for i in range(1200)]
-    assert daemon.bodies[-1]["exit_code"] == 0 and daemon.bodies[1]["exit_code"] is None
+    assert sent == [f"line {i}" for i in range(2400)]
+    assert daemon.bodies[-1]["exit_code"] == 0 and daemon.bodies[4]["exit_code"] is None
+
+
+def test_a_final_report_waits_for_the_whole_spool_through_an_outage() -> None:
+    daemon = Daemon()
+    reporter = make_reporter(daemon)
+    for i in range(1200):
+        reporter.add_line(f"line {i}")
+    calls = []
+
+    def daemon_back() -> None:  # between retries: the daemon answers again after two tries
+        calls.append(1)
+        if len(calls) == 2:
+            daemon.fail_with = None
+
+    daemon.fail_with = httpx.ConnectError("refused")
+    command = reporter.send_final(AgentPhase.CHECKPOINTED, AgentPhase.CHECKPOINTING, daemon_back)
+    assert command is not None
+    assert [b["phase"] for b in daemon.bodies] == ["checkpointing"] * 2 + ["checkpointed"]
+    assert [line for b in daemon.bodies for line in b["log_lines"]] == [
+        f"line {i}" for i in range(1200)]
 
 
 def test_final_report_gives_up_at_once_when_refused() -> None:
