@@ -140,6 +140,9 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
         if stop.kind is StopKind.BUDGET:
             return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
                           f"{stop.reason}; {saved}; stopped")
+        if stop.kind is StopKind.MAX_PRICE:
+            return finish(ctx, job, PlacementEnd.MOVED, JobState.MIGRATING,
+                          f"job stopped ({stop.reason}); {saved}; looking for a compliant offer")
         return finish(ctx, job, PlacementEnd.MOVED, JobState.MIGRATING,
                       f"job stopped to move ({stop.reason}); {saved}; migrating")
     reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST

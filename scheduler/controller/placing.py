@@ -1,5 +1,7 @@
 """Step for pending and migrating jobs: choose an offer with policy v2
-(:func:`policies.engine.decide_placement`) and record the placement.
+(:func:`policies.engine.decide_placement`) and record the placement. A job that left its
+offer because the price rose above its ``max_price_usd_per_hour`` and finds no compliant offer
+waits ``pending``, with a reason naming the price and the limit.
 
 The placement, with its client token, is saved *before* anything is launched, so a crash
 between the decision and the launch is repaired by the launch step of the next pass.
@@ -17,6 +19,7 @@ from policies.views import NO_OFFER, Reason
 from scheduler.controller.budgets import stop_for_budget
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import JobInputs, job_inputs, snapshot
+from scheduler.controller.pricing import left_over_max
 from scheduler.controller.transitions import client_token, save, wait
 from scheduler.models import Job, JobState, Market, Offer, Placement
 from scheduler.store.known_names import KnownNames
@@ -48,9 +51,15 @@ def place(ctx: Context, job: Job) -> Job | None:
     if reason is Reason.BUDGET_STOP:
         return stop_for_budget(ctx, job, decision.explain())
     if index == NO_OFFER:
-        if not np.any(inputs.eligible):
-            return wait(ctx, job, _no_fit(ctx, job, snap.offers))
-        return wait(ctx, job, decision.explain())
+        explanation = _no_fit(ctx, job, snap.offers) if not np.any(inputs.eligible) \
+            else decision.explain()
+        left = left_over_max(ctx, job)
+        if left is not None:
+            # It left its offer for the price limit and nothing compliant is listed: it waits,
+            # checkpointed, and says for what.
+            job.state = JobState.PENDING
+            return wait(ctx, job, f"{left}; waiting for a compliant offer ({explanation})")
+        return wait(ctx, job, explanation)
     offer = snap.offers[index]
     try:
         provider = ctx.providers.get(offer.provider)

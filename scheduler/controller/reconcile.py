@@ -20,6 +20,7 @@ from scheduler.controller.launching import launch
 from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
+from scheduler.controller.pricing import hold_price
 from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
@@ -56,7 +57,7 @@ def step(ctx: Context, job: Job) -> Job | None:
                           "cancelled before launch" if leaked is None
                           else f"cancelled while launching; instance {leaked} terminated")
         return launch(ctx, job)
-    return observe(ctx, job) or consider_move(ctx, job)
+    return observe(ctx, job) or hold_price(ctx, job) or consider_move(ctx, job)
 
 
 def _launched_anyway(ctx: Context, job: Job) -> str | None:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
+from scheduler.controller.pricing import catch_up
 from scheduler.models import Job, JobEvent, JobState, Market, PlacementEnd
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,9 @@ def terminate_current(ctx: Context, job: Job) -> None:
 def end_placement(ctx: Context, job: Job, reason: PlacementEnd,
                   billed_until: datetime | None = None) -> None:
     """Close the current placement and move it to the history. Billing stops now, or at
-    ``billed_until`` when the cloud stopped billing earlier (a reclaim seen late)."""
+    ``billed_until`` when the cloud stopped billing earlier (a reclaim seen late); the held
+    offer's price changes up to then are read from price history first, so the bill is
+    complete (one Redis read)."""
     placement = job.placement
     if placement is None:
         return
@@ -55,6 +58,8 @@ def end_placement(ctx: Context, job: Job, reason: PlacementEnd,
     end = now if billed_until is None else min(now, billed_until)
     placement.ended_at = max(end, placement.started_at) if placement.started_at else end
     placement.end_reason = reason
+    if placement.started_at is not None:
+        catch_up(ctx, placement, placement.ended_at)  # the bill's last price changes
     if placement.offer.market is Market.SPOT:
         ctx.store.offers.record_spot_hours(placement.offer.key, placement.billed_hours())
     if reason is PlacementEnd.PREEMPTED:

@@ -1,9 +1,12 @@
 """``schedctl cost-report``: what jobs cost, from what was recorded.
 
-- **Compute**: each placement's offer price at the time it ran × its billed hours (market
-  hours: wall time × the placement's ``time_scale``), per placement and in total; cost per
-  GPU-hour; savings against the job's all-on-demand reference (the cheapest eligible
-  on-demand price when it was first placed, over the same hours).
+- **Compute**: what the market charged each placement: the held offer's price series
+  integrated over its running time (:meth:`scheduler.models.Placement.cost_usd`; the price at
+  the decision, then every change the offer poller recorded in price history while it ran,
+  each from the time it took effect), in market hours (wall time × the placement's
+  ``time_scale``), per placement and in total; cost per GPU-hour; savings against the job's
+  all-on-demand reference (the cheapest eligible on-demand price when it was first placed,
+  over the same hours).
 - **Checkpoint storage and transfer** (estimates, from the checkpoint manifests still in the
   checkpoint store, :func:`scheduler.checkpoints.checkpoints.list_checkpoints`): blobs are
   content-addressed, so a file is uploaded once per distinct content. Uploaded bytes = the
@@ -70,17 +73,22 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
 
     Returns ``{"job", "state", "placements": [...], "compute_usd", "billed_hours",
     "gpu_hours", "usd_per_gpu_hour", "on_demand_usd", "savings_usd", "savings_pct",
-    "checkpoints": {...}, "storage_usd", "transfer_usd", "total_usd"}``.
+    "checkpoints": {...}, "storage_usd", "transfer_usd", "total_usd"}``. A placement's row:
+    ``price_usd_per_hour`` at the decision, ``last_price_usd_per_hour`` recorded,
+    ``mean_price_usd_per_hour`` billed (``cost_usd / billed_hours``), ``price_changes``.
     """
     now = now or utcnow()
     placements = []
     for p in job.all_placements():
-        hours = p.billed_hours(now)
+        hours, cost = p.billed_hours(now), p.cost_usd(now)
         placements.append({
             "attempt": p.attempt, "series": p.offer.key.series(), "market": p.offer.market.value,
             "gpu_model": p.offer.gpu_model, "gpu_count": p.offer.gpu_count,
-            "price_usd_per_hour": p.offer.price_usd_per_hour, "billed_hours": hours,
-            "time_scale": p.time_scale, "cost_usd": p.offer.price_usd_per_hour * hours,
+            "price_usd_per_hour": p.offer.price_usd_per_hour,
+            "last_price_usd_per_hour": p.price_usd_per_hour(),
+            "mean_price_usd_per_hour": cost / hours if hours else None,
+            "price_changes": len(p.price_changes), "billed_hours": hours,
+            "time_scale": p.time_scale, "cost_usd": cost,
             "end_reason": p.end_reason.value if p.end_reason else None})
     compute = sum(p["cost_usd"] for p in placements)
     billed = sum(p["billed_hours"] for p in placements)

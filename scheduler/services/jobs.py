@@ -28,12 +28,12 @@ from scheduler.models import (
     describe_validation_error,
     utcnow,
 )
+from scheduler.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
 from scheduler.store import StaleJobError, Store
 from scheduler.store.job_stats import MIGRATION_REASONS
 from scheduler.store.known_names import KnownNames
 from scheduler.store.spend import SpendStore
 
-MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 # Timeline event kind of a warning given at submit.
 SPEC_WARNING = "spec-warning"
 
@@ -188,7 +188,9 @@ def cancel(store: Store, job_id: str) -> Job:
 
 def summary(job: Job) -> dict[str, Any]:
     """Job plus derived money figures: ``cost_usd``, ``on_demand_cost_usd``, ``savings_pct``,
-    ``billed_hours`` (market hours), ``migrations`` (see :func:`migrations`)."""
+    ``billed_hours`` (market hours), ``migrations`` (see :func:`migrations`),
+    ``placement_costs``. Costs are the held offers' recorded price series integrated
+    (:meth:`~scheduler.models.Placement.cost_usd`)."""
     now = utcnow()
     cost = job.cost_usd(now)
     on_demand = job.on_demand_cost_usd(now)
@@ -202,6 +204,12 @@ def summary(job: Job) -> dict[str, Any]:
         "on_demand_cost_usd": None if on_demand is None else round(on_demand, 6),
         "savings_pct": savings,
         "billed_hours": round(job.billed_hours(now), 6),
+        # per placement, in job["placements"] + [job["placement"]] order: what it was billed
+        # (its held offer's price series integrated) and its latest recorded price
+        "placement_costs": [{"cost_usd": round(p.cost_usd(now), 6), "billed_hours":
+                             round(p.billed_hours(now), 6),
+                             "price_usd_per_hour": p.price_usd_per_hour()}
+                            for p in job.all_placements()],
         "migrations": migrations(job),
     }
     return data

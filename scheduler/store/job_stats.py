@@ -7,8 +7,10 @@ reads the figures of the *active* jobs and a few aggregates: its cost follows th
 active jobs, not of every job ever run.
 
 - ``ga:jobs:summary``: hash active job id → compact JSON ``{"state", "saved", "rate",
-  "since"}``: its state, USD saved against all-on-demand by its closed placements, and for a
-  running placement the USD saved per wall second since the UNIX time ``since``.
+  "since"}``: its state, USD saved against all-on-demand up to the UNIX time ``since`` (by
+  every placement; costs are the held offers' price series integrated, :func:`summary`), and
+  for a running placement the USD saved per wall second from ``since`` on, at its latest
+  recorded price.
 - ``ga:jobs:finished``: hash finished job id → USD it saved (membership: it is counted in
   the two aggregates that follow).
 - ``ga:metrics:finished``: hash terminal state → finished jobs in it;
@@ -46,18 +48,28 @@ _BACKFILL_LOCK_S = 300
 
 def summary(job: Job) -> dict[str, Any]:
     """The job's compact figures (see the module docstring); ``saved`` in USD, ``rate`` in USD
-    per wall second (market hours run ``time_scale`` times faster on a replayed market)."""
+    per wall second (market hours run ``time_scale`` times faster on a replayed market).
+
+    Saved = the all-on-demand reference × billed hours − :meth:`Placement.cost_usd` (the held
+    offers' recorded price series integrated). For the running placement, ``saved`` counts up
+    to its latest recorded price change (or its start), from which its price, and so
+    ``rate``, holds until the next change, which is recorded in a job write like this one."""
     out: dict[str, Any] = {"state": job.state.value}
     ref = job.on_demand_reference_usd_per_hour
     if ref is None:
         return out
-    closed = [p for p in job.all_placements() if p.started_at and p.ended_at]
-    out["saved"] = round(sum((ref - p.offer.price_usd_per_hour) * p.billed_hours()
-                             for p in closed), 6)
-    current = job.placement
-    if current is not None and current.started_at is not None and current.ended_at is None:
-        out["rate"] = (ref - current.offer.price_usd_per_hour) * current.time_scale / 3600.0
-        out["since"] = current.started_at.timestamp()
+    saved = 0.0
+    for p in job.all_placements():
+        if p.started_at is None:
+            continue
+        if p.ended_at is not None:
+            saved += ref * p.billed_hours() - p.cost_usd()
+            continue
+        since = max([p.started_at] + [c.at for c in p.price_changes[-1:]])
+        saved += ref * p.billed_hours(since) - p.cost_usd(since)
+        out["rate"] = (ref - p.price_usd_per_hour()) * p.time_scale / 3600.0
+        out["since"] = since.timestamp()
+    out["saved"] = round(saved, 6)
     return out
 
 
