@@ -182,13 +182,17 @@ def placements(job: dict[str, Any]) -> Table:
     table.add_column("hours", justify="right", no_wrap=True)
     table.add_column("end", no_wrap=True)
     table.add_column("cost", justify="right", no_wrap=True)
-    for p in _all_placements(job):
+    # The daemon's figures (the held offer's price series integrated; $/h: its latest price).
+    billed = job.get("derived", {}).get("placement_costs") or []
+    for i, p in enumerate(_all_placements(job)):
         o = p["offer"]
+        d = billed[i] if i < len(billed) else {
+            "cost_usd": _billed_hours(p) * o["price_usd_per_hour"],
+            "billed_hours": _billed_hours(p), "price_usd_per_hour": o["price_usd_per_hour"]}
         table.add_row(
             str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}",
-            o["market"], _usd(o["price_usd_per_hour"], 3), f"{_billed_hours(p):.2f}",
-            _placement_end(p, job.get("command_failure")),
-            _usd(_billed_hours(p) * o["price_usd_per_hour"]),
+            o["market"], _usd(d["price_usd_per_hour"], 3), f"{d['billed_hours']:.2f}",
+            _placement_end(p, job.get("command_failure")), _usd(d["cost_usd"]),
         )
     return table
 

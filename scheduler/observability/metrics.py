@@ -18,7 +18,9 @@ Metric names (units in the names, ``_total`` on counters as Prometheus expects):
 - ``ga_jobs{state}`` gauge
 - ``ga_preemptions_total{provider}`` counter
 - ``ga_migrations_total{reason}`` counter (``preemption`` | ``price`` | ``lost``)
-- ``ga_money_saved_usd`` gauge: Σ over jobs of (on-demand reference cost − actual cost)
+- ``ga_money_saved_usd`` gauge: Σ over jobs of (on-demand reference cost − actual cost; the
+  actual cost is what the market charged: each held offer's recorded price series
+  integrated over its running time, :meth:`scheduler.models.Placement.cost_usd`)
 - ``ga_provider_errors_total{provider,operation,error}`` counter
 - ``ga_offer_poll_seconds{provider}`` histogram
 - ``ga_reconcile_pass_seconds`` histogram
@@ -78,7 +80,8 @@ class StoreCollector(Collector):
         yield jobs
         yield GaugeMetricFamily(
             "ga_money_saved_usd", "USD saved against running every job on its cheapest eligible "
-            "on-demand offer (sum over jobs of reference cost minus actual cost)",
+            "on-demand offer (sum over jobs of reference cost minus actual cost, the held "
+            "offers' recorded spot price series integrated over their running time)",
             value=totals.saved_usd)
         counters = self._stats.counters()
         yield _counter("ga_preemptions", "Placements ended by a spot preemption",

@@ -139,9 +139,14 @@ def test_the_bill_integrates_the_held_offers_price_series(replay_market, redis_c
     report = costs.report(ctx.store, job_id=job.id)
     assert report["jobs"][0]["compute_usd"] == pytest.approx(expected, abs=tolerance)
     assert report["jobs"][0]["placements"][0]["price_changes"] == 1
-    status = job_summary(job)["derived"]
-    assert status["cost_usd"] == pytest.approx(expected, abs=tolerance)
-    assert status["placement_costs"][0]["cost_usd"] == pytest.approx(expected, abs=tolerance)
+    status = job_summary(job)
+    assert status["derived"]["cost_usd"] == pytest.approx(expected, abs=tolerance)
+    [billed] = status["derived"]["placement_costs"]
+    assert billed["cost_usd"] == pytest.approx(expected, abs=tolerance)
+    shown = io.StringIO()
+    Console(file=shown, width=200).print(render.placements(status))
+    assert f"${billed['cost_usd']:,.4f}" in shown.getvalue()  # status' placements table
+    assert abs(billed["cost_usd"] - old_way) > 0.0001
     # ga_money_saved_usd: all-on-demand ($5/h, the offer's on-demand market) minus the bill.
     saved = JobStats(redis_client).totals(utcnow().timestamp()).saved_usd
     assert saved == pytest.approx(5.0 * placement.billed_hours() - expected, abs=tolerance)
