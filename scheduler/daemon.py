@@ -203,6 +203,8 @@ class Daemon:
         self.sweep_ctx = Context(store=self.store, providers=self.providers,
                                  bootstrap=bootstrap, owner=owner)
         self.app = create_app(self.store, self.objects, tokens, self.api_token)
+        # POST /v1/plans decides as placements do: it needs which offers are launchable.
+        self.app.state.providers = self.providers
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self._server: uvicorn.Server | None = None
         self._stopped = threading.Event()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from scheduler.api.auth import require_user
@@ -67,9 +67,12 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
             raise query_error(exc) from None
 
     @api.post("/v1/plans")
-    def make_plan(body: PlanRequest) -> dict[str, Any]:
+    def make_plan(body: PlanRequest, request: Request) -> dict[str, Any]:
+        # The daemon's adapters (set by scheduler.daemon): which offers a placement may use.
+        providers = getattr(request.app.state, "providers", None)
         try:
-            return plan_service.plan(store, body.spec, body.compute_hours, body.lookback)
+            return plan_service.plan(store, body.spec, body.compute_hours, body.lookback,
+                                     providers=providers)
         except history_service.QueryError as exc:
             raise query_error(exc) from None
 

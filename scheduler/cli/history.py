@@ -207,12 +207,19 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
                                                      "interruptions (default: the spec's "
                                                      "expected_hours, else 1: per compute hour)"),
          lookback: str = typer.Option("30d", help="price history used for the quantiles"),
+         config: Path | None = typer.Option(
+             None, help="without a running daemon: the daemon config whose providers to plan on "
+                        "(default: GA_HOME/config.yaml if present, else the replayed example "
+                        "market)"),
          fmt: str = typer.Option("table", "--format", help="table or json"),
          home: Path | None = HomeOption) -> None:
-    """Estimate a job's cost and duration before it runs: all on-demand, on spot, and under
-    the active placement policy, from price history and interruption risk; the five best offers.
+    """Where the daemon would place a job now and why (the same policy and cost model), and
+    what it will cost and how long it will take: all on-demand, on spot, under the policy; the
+    five best offers. Works without a daemon, on what the configured providers list now.
     Flags expected costs over the spec's budget_usd."""
     from scheduler.cli.bundle import load_spec_file
+    from scheduler.config import home_dir
+    from scheduler.provider_setup import ProviderConfigError
     from scheduler.services import plans as service
     from scheduler.services.jobs import SpecError
 
@@ -220,8 +227,11 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     try:
         raw = load_spec_file(spec_file)
         result = call(home, "POST", "/v1/plans",
-                      lambda s: service.plan(s, raw, compute_hours, lookback),
+                      lambda s: service.plan_without_daemon(s, home or home_dir(), raw,
+                                                            compute_hours, lookback, config),
                       body={"spec": raw, "compute_hours": compute_hours, "lookback": lookback})
+    except ProviderConfigError as exc:
+        fail(CliError(str(exc)))
     except SpecError as exc:
         fail(CliError(str(exc), exc.problems))
     except CliError as exc:

@@ -24,12 +24,9 @@ app.add_typer(providers_app, name="providers")
 
 
 def _entries(config: Path | None, home: Path) -> tuple[list[dict[str, Any]], Path]:
-    from scheduler.provider_setup import default_entries, load_config_file
+    from scheduler.services.configured_market import config_entries
 
-    path = config or (home / "config.yaml" if (home / "config.yaml").is_file() else None)
-    if path is None:
-        return default_entries(), home
-    return load_config_file(path), path.resolve().parent
+    return config_entries(home, config)
 
 
 def _rows(provider: Any) -> list[tuple[str, str, str, bool, str]]:

@@ -1,90 +1,65 @@
-"""``schedctl plan job.yaml``: what a job will cost and how long it will take, before it runs.
+"""``schedctl plan job.yaml``: what a job will cost and how long it will take, before it runs,
+and where the daemon would place it now.
 
-For each offer that fits the job spec (latest offers; when there are none, the latest prices
-in history), price quantiles come from the offer's own history over a lookback window
-(``p10``, time-weighted ``mean``, ``p90``; the current price when it has none). Interruptions
-follow the offer's interruption risk ``r`` (monthly frequency) as a Poisson process of rate
-``λ = -ln(1 - r) / 730 h``; each one loses on average half a checkpoint sync interval of work
-plus a restart (launch, restore: ``restart_overhead_h``). With ``H`` compute hours:
-
-- expected duration ``T = H / (1 - λ·c)`` where ``c`` = hours lost per interruption (the job
-  never finishes when ``λ·c ≥ 1``); low ``H``; high ``H + n90·c`` with ``n90`` the 90th
-  percentile of a Poisson count of mean ``λ·T``;
-- cost low ``H × p10``, expected ``T × mean``, high ``T_high × p90`` (USD, instance prices).
+The decision and the costs are the daemon's: the market is read and the policy inputs are
+built by :mod:`scheduler.controller.policy_inputs` (as a placement does), the offer is chosen
+by :func:`policies.engine.decide_placement` and every cost is the policy's risk-aware cost to
+finish (:mod:`policies.risk`): with ``H`` compute hours, an offer's reclaim rate ``λ`` (from its
+interruption risk and the per-poll availability samples) and the hours a reclaim loses
+(restart overhead + half a checkpoint sync interval), the instance is billed
+``T = H / (1 - λ·loss)`` hours plus one restart overhead; the expected cost is ``T`` at the
+current price (what the policy ranks offers by). ``low``/``high`` price the same hours at the
+offer's ``p10``/``p90`` over a lookback window of its history (the current price when it has
+none or when it lies outside); ``duration_hours.low`` is ``H`` plus the launch, without
+reclaims. An offer whose reclaims leave no progress (``λ·loss ≥ 0.99``) never finishes
+(``None``).
 
 Three scenarios: all **on-demand** (the cheapest fitting on-demand offer, ignoring the job's
 market, price and risk limits, as the savings baseline does), **spot** (the fitting spot offer
-of lowest expected cost) and the **policy** (what :func:`_policy_choice` would place the job
-on now), plus the five fitting offers of lowest expected cost.
+of lowest expected cost) and the **policy** (what a placement would choose now, with its
+reason), plus the five fitting offers of lowest expected cost.
+
+Offers: with a daemon, its latest offers (the API route passes its providers); without one,
+what the configured providers list now (:func:`plan_without_daemon`: ``GA_HOME/config.yaml`` or
+the embedded replayed example market, as the daemon resolves it; a replayed market is read
+from its file without starting its cloud). When no provider lists anything, the latest prices
+in history give the estimates and the policy scenario says the daemon would wait.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from policies.constraints import filter_offers
-from scheduler.models import JobSpec, Market, MarketChoice, Offer, utcnow
+import numpy as np
+
+from policies import risk
+from policies.constraints import explain_no_fit
+from policies.eligibility import eligible_matrix
+from policies.engine import decide_placement
+from policies.views import NO_OFFER, Reason
+from scheduler.controller.context import ProviderRegistry
+from scheduler.controller.policy_inputs import JobInputs, MarketSnapshot, inputs_at, read_snapshot
+from scheduler.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
 from scheduler.services import jobs as job_service
 from scheduler.services.history import parse_when
 from scheduler.services.history_stats import Accumulator
 from scheduler.store import Store
 from scheduler.store.history import from_ms, to_ms
+from scheduler.store.known_names import KnownNames
+from scheduler.timing import RESTART_OVERHEAD_H
 
-HOURS_PER_MONTH = 730.0
-# Relaunch + restore after an interruption on a real cloud: a few minutes (instance boot,
-# agent start, checkpoint download).
-RESTART_OVERHEAD_H = 0.1
 # Spot offers rebuilt from history carry no risk figure; assume the Spot Advisor's middle
 # bucket (10-15 %/month) rather than pretend they never fail.
 UNKNOWN_SPOT_RISK = 0.15
 
 
-def _policy_choice(spec: JobSpec, offers: list[Offer], unavailable: set) -> tuple[Offer | None, str]:
-    """The one place plans call the placement policy (being rewritten: swap it here)."""
-    from policies.placement import choose_offer
-
-    decision = choose_offer(spec, offers, unavailable)
-    return decision.offer, decision.reason
-
-
-def interruption_rate_per_hour(risk: float) -> float:
-    """Monthly interruption frequency ``risk`` in [0, 1] → Poisson rate per hour."""
-    if risk <= 0:
-        return 0.0
-    if risk >= 1:
-        return math.inf
-    return -math.log1p(-risk) / HOURS_PER_MONTH
-
-
-def poisson_quantile(mean: float, q: float = 0.9) -> int:
-    """Smallest ``n`` with P(N ≤ n) ≥ ``q`` for N ~ Poisson(``mean``)."""
-    if mean <= 0:
-        return 0
-    n, term = 0, math.exp(-mean)
-    total = term
-    while total < q and n < 100_000:
-        n += 1
-        term *= mean / n
-        total += term
-    return n
-
-
-def estimate(offer: Offer, prices: dict[str, float], compute_hours: float, sync_interval_s: float,
-             restart_overhead_h: float = RESTART_OVERHEAD_H) -> dict[str, Any]:
-    """Duration and cost range of ``compute_hours`` on ``offer`` (see the module docstring).
-
-    Args:
-        prices: ``p10``, ``mean``, ``p90`` (USD/hour) and ``hours`` of history behind them.
-        sync_interval_s: the job's checkpoint sync interval, seconds.
-    Returns:
-        The offer's identity, prices, risk, ``expected_interruptions``, ``rework_hours``,
-        ``duration_hours`` and ``cost_usd`` as ``{"low", "expected", "high"}`` (``None`` when
-        the job would never finish).
-    """
-    rate = interruption_rate_per_hour(offer.interruption_risk) if offer.market is Market.SPOT else 0.0
-    lost_h = sync_interval_s / 2 / 3600 + restart_overhead_h
+def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation: float,
+         launch_h: float, reclaims_per_h: float) -> dict[str, Any]:
+    """One offer's estimate (see the module docstring). ``inflation``: billed hours per useful
+    hour (``inf``: never finishes); ``reclaims_per_h``: the policy's hazard on the offer."""
     row: dict[str, Any] = {
         "series": offer.key.series(), "provider": offer.provider, "region": offer.region,
         "zone": offer.zone, "instance_type": offer.instance_type, "market": offer.market.value,
@@ -93,17 +68,36 @@ def estimate(offer: Offer, prices: dict[str, float], compute_hours: float, sync_
         "price_mean": prices["mean"], "price_p90": prices["p90"],
         "history_hours": prices["hours"], "interruption_risk": offer.interruption_risk,
     }
-    if rate * lost_h >= 1:
+    if not math.isfinite(inflation):
         return {**row, "expected_interruptions": None, "rework_hours": None,
                 "duration_hours": None, "cost_usd": None}
-    expected_h = compute_hours / (1 - rate * lost_h)
-    interruptions = rate * expected_h
-    high_h = compute_hours + poisson_quantile(interruptions) * lost_h
-    high_h = max(high_h, expected_h)
-    return {**row, "expected_interruptions": interruptions, "rework_hours": expected_h - compute_hours,
-            "duration_hours": {"low": compute_hours, "expected": expected_h, "high": high_h},
-            "cost_usd": {"low": compute_hours * prices["p10"], "expected": expected_h * prices["mean"],
-                         "high": high_h * prices["p90"]}}
+    billed_h = compute_hours * inflation
+    expected_h = billed_h + launch_h
+    now = offer.price_usd_per_hour
+    return {**row, "expected_interruptions": reclaims_per_h * billed_h,
+            "rework_hours": billed_h - compute_hours,
+            "duration_hours": {"low": compute_hours + launch_h, "expected": expected_h,
+                               "high": expected_h},
+            "cost_usd": {"low": expected_h * min(prices["p10"], now), "expected": expected_h * now,
+                         "high": expected_h * max(prices["p90"], now)}}
+
+
+def _draft(spec: JobSpec, now: datetime) -> Job:
+    """The job as submit would store it (never stored): what a fresh placement decides for."""
+    return Job(id=f"{spec.name}-plan", spec=spec, created_at=now, updated_at=now)
+
+
+def _policy_reason(inputs: JobInputs, snap: MarketSnapshot, spec: JobSpec, store: Store,
+                   index: int, reason: Reason, explanation: str) -> str:
+    """The reason a placement would record (:mod:`scheduler.controller.placing`)."""
+    from scheduler.controller.placing import why
+
+    if index != NO_OFFER:
+        return why(inputs, index, explanation)
+    if reason is Reason.BUDGET_STOP or np.any(inputs.eligible):
+        return explanation
+    return explain_no_fit(spec, snap.offers, store.offers.unavailable(),
+                          KnownNames(store.redis).names())
 
 
 def _history_prices(store: Store, offers: list[Offer], start_ms: int, end_ms: int) -> dict[str, dict[str, float]]:
@@ -150,25 +144,35 @@ def _offers_from_history(store: Store) -> list[Offer]:
 
 
 def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookback: str = "30d",
-         restart_overhead_h: float = RESTART_OVERHEAD_H, now: datetime | None = None) -> dict[str, Any]:
+         now: datetime | None = None, *, providers: ProviderRegistry | None = None,
+         offers: list[Offer] | None = None, offers_source: str = "latest offers",
+         problems: list[str] | None = None) -> dict[str, Any]:
     """The plan of a job spec (a mapping, as submitted).
 
     Args:
         compute_hours: instance-hours the job needs without interruptions (default: the
-            spec's ``expected_hours``, else 1: the result is then per compute hour).
+            spec's ``expected_hours``, else 1: the result is then per compute hour). The
+            decision is taken as for the spec with ``expected_hours`` set to it.
         lookback: history window for the price quantiles (``30d``, ``1y``, an ISO date).
+        providers: the daemon's adapters (which offers are launchable, the market's time
+            scale); ``None`` counts every provider launchable at time scale 1.
+        offers: the market to decide on (default: the latest offers in the store), named by
+            ``offers_source``; ``problems``: why some provider listed nothing (shown).
 
     Returns:
         ``{"job", "compute_hours", "compute_hours_source" ("option", "spec" or "default"),
         "gpu_hours", "budget_usd" (the spec's, or None), "over_budget" (scenario names whose
-        expected cost exceeds it), "lookback_since", "offers_source", "eligible",
-        "scenarios": {"on-demand", "spot", "policy"}, "best_offers", "assumptions"}``; a
-        scenario is an :func:`estimate` or ``None`` when nothing fits. With a budget, every
-        estimate carries ``over_budget`` (its expected cost exceeds ``budget_usd``).
+        expected cost exceeds it), "lookback_since", "offers_source", "offers_problems",
+        "eligible", "scenarios": {"on-demand", "spot", "policy"}, "best_offers",
+        "assumptions"}``; a scenario is an offer's estimate (``series``, prices, ``risk``,
+        ``expected_interruptions``, ``rework_hours``, ``duration_hours`` and ``cost_usd`` as
+        ``{"low", "expected", "high"}`` or ``None`` when it never finishes) or ``None`` when
+        nothing fits; the policy scenario carries the placement's ``reason`` (alone when it
+        would wait). With a budget, every estimate carries ``over_budget``.
 
     Raises:
         SpecError: the spec is invalid. QueryError: a bad ``lookback``.
-        ValueError: ``compute_hours`` is not positive.
+        ValueError: ``compute_hours`` is not positive. ``redis.RedisError``.
     """
     spec = job_service.parse_spec(raw_spec)
     if compute_hours is not None:
@@ -179,55 +183,87 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         hours, hours_source = 1.0, "default"
     if not hours > 0:
         raise ValueError(f"compute_hours: got {compute_hours}; must be > 0")
+    if hours_source == "option":
+        spec = spec.model_copy(update={"expected_hours": hours})
     now = now or utcnow()
     since = parse_when(lookback, "lookback", now) or now - timedelta(days=30)
-    offers, source = store.offers.all_offers(), "latest offers"
-    if not offers:
-        offers, source = _offers_from_history(store), "latest prices in history"
-    unavailable = store.offers.unavailable()
+    snap = read_snapshot(store, providers, offers)
+    source, live = offers_source, True
+    if not snap.offers:
+        rebuilt = _offers_from_history(store)
+        if rebuilt:
+            snap, source, live = read_snapshot(store, None, rebuilt), "latest prices in history", False
+    inputs = inputs_at(store, snap, _draft(spec, now), now)
+    table, market, jobs = inputs.table, inputs.market, inputs.jobs
+    lam = risk.hazard_per_h(market.offer_stats, table.is_spot)
+    inflation = risk.inflation(lam, risk.loss_per_reclaim_h(jobs)[0])
+    launch_h = float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0])
+    finish = risk.expected_cost_to_finish(jobs, market)[0]
+    rank = np.lexsort((np.array(table.keys, dtype=object).astype(str), table.interruption_risk,
+                       table.is_spot))
+    order = np.empty(len(table), int)
+    order[rank] = np.arange(len(table))
+
     as_spot = spec.model_copy(update={"market": MarketChoice.SPOT})
     as_on_demand = spec.model_copy(update={"market": MarketChoice.ON_DEMAND,
                                            "max_price_usd_per_hour": None,
                                            "max_interruption_risk": None})
-    eligible = filter_offers(spec, offers, unavailable).eligible
-    spot = filter_offers(as_spot, offers, unavailable).eligible
-    on_demand = filter_offers(as_on_demand, offers, unavailable).eligible
-    chosen, reason = _policy_choice(spec, offers, unavailable)
-    pool = {o.key.series(): o for o in [*eligible, *spot, *on_demand] + ([chosen] if chosen else [])}
-    stats = _history_prices(store, list(pool.values()), to_ms(since), to_ms(now))
+    masks = eligible_matrix([as_spot, as_on_demand], snap.table, snap.prices, snap.unavailable)
+    stats = _history_prices(store, snap.offers, to_ms(since), to_ms(now))
     interval = spec.checkpoint.sync_interval_s
 
-    def est(o: Offer) -> dict[str, Any]:
+    def est(i: int) -> dict[str, Any]:
+        o = snap.offers[i]
         s = stats.get(o.key.series())
         prices = ({"p10": s["p10"], "mean": s["mean"], "p90": s["p90"], "hours": s["hours"]} if s
                   else {"p10": o.price_usd_per_hour, "mean": o.price_usd_per_hour,
                         "p90": o.price_usd_per_hour, "hours": 0.0})
-        row = estimate(o, prices, hours, interval, restart_overhead_h)
+        row = _row(o, prices, hours, float(inflation[i]), launch_h, float(lam[i]))
         if spec.budget_usd is not None:
             # A job that never finishes overruns any budget.
             row["over_budget"] = row["cost_usd"] is None or \
                 row["cost_usd"]["expected"] > spec.budget_usd
         return row
 
-    def best(candidates: list[Offer]) -> list[dict[str, Any]]:
-        rows = [est(o) for o in candidates]
-        return sorted(rows, key=lambda r: (r["cost_usd"] is None,
-                                           r["cost_usd"]["expected"] if r["cost_usd"] else 0, r["series"]))
+    def best(mask: np.ndarray) -> list[dict[str, Any]]:
+        picked = sorted(np.flatnonzero(mask), key=lambda i: (finish[i], order[i]))
+        return [est(int(i)) for i in picked]
 
-    policy = est(chosen) if chosen else None
-    if policy is not None:
-        policy["reason"] = reason
-    scenarios = {"on-demand": next(iter(best(on_demand)), None),
-                 "spot": next(iter(best(spot)), None),
-                 "policy": policy if chosen else {"reason": reason}}
+    if live:
+        decision = decide_placement(jobs, market)
+        index, reason = int(decision.offer[0]), Reason(int(decision.reason[0]))
+        text = _policy_reason(inputs, snap, spec, store, index, reason, decision.explain())
+    else:
+        index, text = NO_OFFER, ("no provider lists an offer now: the daemon would wait (these "
+                                 "estimates use the latest prices in history)")
+    policy = est(index) if index != NO_OFFER else {"reason": text}
+    policy["reason"] = text
+    scenarios = {"on-demand": next(iter(best(masks[1])), None),
+                 "spot": next(iter(best(masks[0])), None),
+                 "policy": policy}
     return {
         "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
         "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
-        "over_budget": [name for name, est in scenarios.items() if (est or {}).get("over_budget")],
-        "lookback_since": since.isoformat(), "offers_source": source, "eligible": len(eligible),
+        "over_budget": [name for name, e in scenarios.items() if (e or {}).get("over_budget")],
+        "lookback_since": since.isoformat(), "offers_source": source,
+        "offers_problems": list(problems or []), "eligible": int(inputs.eligible.sum()),
         "scenarios": scenarios,
-        "best_offers": best(eligible)[:5],
-        "assumptions": {"sync_interval_s": interval, "restart_overhead_h": restart_overhead_h,
-                        "hours_per_month": HOURS_PER_MONTH,
-                        "unknown_spot_risk": UNKNOWN_SPOT_RISK},
+        "best_offers": best(inputs.eligible)[:5],
+        "assumptions": {"sync_interval_s": interval, "restart_overhead_h": launch_h,
+                        "time_scale": snap.time_scale, "unknown_spot_risk": UNKNOWN_SPOT_RISK},
     }
+
+
+def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: float | None = None,
+                        lookback: str = "30d", config: Path | None = None) -> dict[str, Any]:
+    """:func:`plan` on what the configured providers list now (no daemon runs): the providers
+    of ``config``, else ``GA_HOME/config.yaml``, else the replayed example market, as the
+    daemon resolves them (:mod:`scheduler.services.configured_market`). Raises what
+    :func:`plan` raises and ``ProviderConfigError`` for a bad config."""
+    from scheduler.services.configured_market import configured_providers, offers_now
+
+    with configured_providers(home, config) as providers:
+        listed, problems = offers_now(store, providers)
+        return plan(store, raw_spec, compute_hours, lookback, providers=providers,
+                    offers=listed, offers_source="listed now by the configured providers (no "
+                                                 "daemon running)", problems=problems)

@@ -2,10 +2,8 @@ import numpy as np
 import pytest
 
 from policies.engine import decide_placement
-from policies.placement import choose_offer
 from policies.risk import effective_price, expected_cost_to_finish, inflation
 from policies.views import JobView, Reason
-from tests.factories.jobs import spec
 from tests.unit.policies.views_builder import SPOT, market, offers
 
 
@@ -26,7 +24,7 @@ def test_riskier_cheaper_spot_loses_to_safer_one():
     assert expected_cost_to_finish(jobs, mk)[0] == pytest.approx([10 / 0.6 + 0.2, 12 / 0.98 + 0.24])
     decision = decide_placement(jobs, mk)
     assert decision.offer[0] == 1 and decision.reason[0] == Reason.SPOT
-    assert choose_offer(spec(), models).offer.zone == "a"   # price alone (v1) takes the risky one
+    assert min(models, key=lambda o: o.price_usd_per_hour).zone == "a"  # price alone: the risky one
 
 
 def test_rework_since_checkpoint_raises_the_effective_price():

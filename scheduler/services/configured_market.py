@@ -1,0 +1,78 @@
+"""The configured providers and what they list now, for commands that run without a daemon
+(``schedctl plan``, ``schedctl providers check``).
+
+The providers are resolved as ``schedctl daemon`` resolves them: ``--config PATH``, else
+``GA_HOME/config.yaml`` when it exists, else the replayed example market
+(:func:`scheduler.provider_setup.default_entries`), built with the daemon's home so that a
+replayed market reads the same market clock (``GA_HOME/replay``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from providers.errors import ProviderError
+from scheduler.controller.context import ProviderRegistry
+from scheduler.models import Offer
+from scheduler.poller.offers import _with_observed_risk
+from scheduler.provider_setup import build_providers, default_entries, load_config_file
+from scheduler.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def config_entries(home: Path, config: Path | None = None) -> tuple[list[dict[str, Any]], Path]:
+    """The provider entries and the folder their relative paths start from: ``config``, else
+    ``home/config.yaml`` when it is a file, else the default entries (relative to ``home``).
+    Raises ``ProviderConfigError``."""
+    path = config or (home / "config.yaml" if (home / "config.yaml").is_file() else None)
+    if path is None:
+        return default_entries(), home
+    return load_config_file(path), path.resolve().parent
+
+
+@contextmanager
+def configured_providers(home: Path, config: Path | None = None) -> Iterator[ProviderRegistry]:
+    """The configured adapters (see :func:`config_entries`), closed on exit (a replayed
+    market's cloud process is never started by building them). Raises
+    ``ProviderConfigError``, also when two adapters serve one provider name."""
+    from scheduler.provider_setup import ProviderConfigError
+
+    entries, base = config_entries(home, config)
+    adapters = build_providers(entries, base, home)
+    try:
+        try:
+            registry = ProviderRegistry(adapters)
+        except ValueError as exc:
+            raise ProviderConfigError(str(exc)) from None
+        yield registry
+    finally:
+        for adapter in adapters:
+            adapter.close()
+
+
+def offers_now(store: Store, providers: ProviderRegistry) -> tuple[list[Offer], list[str]]:
+    """What each launchable adapter lists now, its spot offers' interruption risk blended with
+    the preemptions this service observed (as the poller stores them), and one line per adapter
+    that failed. A replayed market is read from its market file at its clock without starting
+    its cloud (``offers_now``); display-only sources (public catalogs) are skipped: nothing is
+    ever placed on them. Raises ``redis.RedisError``."""
+    offers: list[Offer] = []
+    problems: list[str] = []
+    exposure = store.offers.spot_exposure()
+    for adapter in providers.adapters():
+        if not getattr(adapter, "launchable", True):
+            continue
+        listing = getattr(adapter, "offers_now", None) or adapter.list_offers
+        try:
+            listed = listing()
+        except ProviderError as exc:
+            log.warning("listing offers of %s failed: %s", adapter.name, exc)
+            problems.append(f"{adapter.name}: {exc}")
+            continue
+        offers.extend(_with_observed_risk(o, exposure) for o in listed)
+    return offers, problems
