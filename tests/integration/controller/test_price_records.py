@@ -1,0 +1,94 @@
+"""How the controller records the held offer's price series, against a real Redis and a real
+replay cloud process: the price history and latest offers are written here the way the poller
+writes them (same store calls, the provider's own history source), so each case is exact."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from scheduler.controller.pricing import hold_price
+from scheduler.controller.transitions import end_placement
+from scheduler.models import Job, JobState, Placement, PlacementEnd, PriceObservation, utcnow
+from scheduler.poller.offers import OfferPoller, history_source
+from tests.factories.jobs import spec
+from tests.integration.controller.conftest import controller_context
+
+MARKET = """
+name: records
+time_scale: 1
+offers:
+  - {provider: aws, region: r1, zone: r1a, instance_type: held, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 1.0}
+"""
+H = timedelta(hours=1)
+
+
+@pytest.fixture
+def setup(replay_market, redis_client):
+    provider = replay_market(MARKET)
+    ctx = controller_context(redis_client, provider)
+    OfferPoller(ctx.store, provider)()
+    return ctx, provider, history_source(provider)
+
+
+def _running(ctx, job_id: str) -> tuple[Job, object]:
+    [held] = ctx.store.offers.all_offers()
+    now = utcnow().replace(microsecond=0)  # history keeps milliseconds
+    start = now - 2 * H
+    placement = Placement(attempt=1, offer=held.model_copy(update={"observed_at": start}),
+                          client_token=f"ga-{job_id}-1", decided_at=start, instance_id="i-1",
+                          started_at=start)
+    job = Job(id=job_id, spec=spec(), state=JobState.RUNNING, created_at=start,
+              updated_at=start, attempt=1, placement=placement)
+    return ctx.store.jobs.create(job), now
+
+
+def _at(ctx, when) -> None:
+    ctx.clock = lambda: when
+    ctx.observe()  # a new pass: the market snapshot is read again
+
+
+def _obs(series: str, at, price: float) -> PriceObservation:
+    return PriceObservation(series=series, observed_at=at, price_usd_per_hour=price)
+
+
+def test_a_price_that_moved_and_came_back_within_one_poll_is_billed(setup):
+    ctx, _, source = setup
+    job, now = _running(ctx, "job-back")
+    series, start = job.placement.offer.key.series(), job.placement.started_at
+    t1, t2 = start + H, start + H + timedelta(minutes=30)
+    ctx.store.offers.append_prices([_obs(series, t1, 2.0), _obs(series, t2, 1.0)], source)
+    _at(ctx, now)  # the latest offers still say $1.00: only the periodic read sees it
+    saved = hold_price(ctx, job)
+    assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [
+        (t1, 2.0), (t2, 1.0)]
+    assert saved.cost_usd(now) == pytest.approx(1.0 * 1 + 2.0 * 0.5 + 1.0 * 0.5)
+    assert hold_price(ctx, ctx.store.jobs.get(job.id)) is None  # nothing new, no write
+
+
+def test_a_listed_price_history_never_holds_is_recorded_from_the_pass_that_saw_it(setup):
+    ctx, _, source = setup
+    job, now = _running(ctx, "job-nohist")
+    [held] = ctx.store.offers.all_offers()
+    ctx.store.offers.replace_offers("aws", [held.model_copy(
+        update={"price_usd_per_hour": 3.0})], source)
+    _at(ctx, now)
+    assert hold_price(ctx, job) is None  # maybe history is being written: not yet
+    _at(ctx, now + timedelta(seconds=2))
+    saved = hold_price(ctx, ctx.store.jobs.get(job.id))
+    assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [(now, 3.0)]
+
+
+def test_the_last_change_before_the_end_is_billed_without_a_pass_seeing_it(setup):
+    ctx, _, source = setup
+    job, now = _running(ctx, "job-end")
+    series, start = job.placement.offer.key.series(), job.placement.started_at
+    ctx.store.offers.append_prices([_obs(series, now - timedelta(minutes=6), 4.0)], source)
+    _at(ctx, now)
+    end_placement(ctx, job, PlacementEnd.SUCCEEDED)
+    ended = job.placements[-1]
+    assert ended.price_changes[-1].price_usd_per_hour == 4.0
+    assert ended.cost_usd() == pytest.approx(1.0 * (2 - 0.1) + 4.0 * 0.1)
+    assert (ended.ended_at - start) == 2 * H
