@@ -206,7 +206,8 @@ class JobState(str, Enum):
 
 class PlacementEnd(str, Enum):
     """Why a placement ended. ``moved``: the scheduler chose to leave the offer (a
-    price-driven migration, after a committed checkpoint); ``stopped``: a budget stop."""
+    price-driven migration, or its price rose above the job's ``max_price_usd_per_hour``;
+    after a committed checkpoint); ``stopped``: a budget stop."""
 
     PREEMPTED = "preempted"
     SUCCEEDED = "succeeded"

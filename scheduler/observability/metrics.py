@@ -87,7 +87,8 @@ class StoreCollector(Collector):
         yield _counter("ga_preemptions", "Placements ended by a spot preemption",
                        ["provider"], {(k,): v for k, v in counters["preemptions"].items()})
         yield _counter("ga_migrations", "Migrations started, by reason (preemption: the spot "
-                       "instance was reclaimed; price: a cheaper offer; lost: the instance "
+                       "instance was reclaimed; price: a cheaper offer, or the held price rose "
+                       "above the job's max_price_usd_per_hour; lost: the instance "
                        "vanished)", ["reason"],
                        {(k,): v for k, v in counters["migrations"].items()})
         yield _counter("ga_provider_errors", "Provider calls that failed, by provider, "
