@@ -23,6 +23,7 @@ from scheduler.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
 from scheduler.store.known_names import KnownNames
+from scheduler.store.history_legacy import adopt_legacy
 from scheduler.store.history_sources import REAL, for_market
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,20 @@ def history_source(provider: Provider) -> str:
     return REAL
 
 
+def quoted_prices(provider: ReplayProvider) -> dict[str, set[float]]:
+    """Series key → every price (USD/hour) a replayed market quotes for it."""
+    out: dict[str, set[float]] = {}
+    for offer in provider.market.offers:
+        for market in offer.markets():
+            prices = out.setdefault(offer.key(market).series(), set())
+            if market is Market.ON_DEMAND:
+                prices.add(float(offer.on_demand_price_usd_per_hour or 0.0))
+            elif offer.spot_prices is not None:
+                prices.add(offer.spot_prices.base_price)
+                prices.update(p for _, p in offer.spot_prices.points)
+    return out
+
+
 class OfferPoller:
     """Callable apscheduler job for one adapter. Not reentrant: register with max_instances=1."""
 
@@ -55,6 +70,7 @@ class OfferPoller:
         self.last_prices_at: datetime | None = None
         self.last_error: str | None = None
         self.source = history_source(provider)
+        self._legacy_checked = False
 
     def __call__(self) -> int:
         """Returns the number of offers stored (0 on failure)."""
@@ -80,7 +96,24 @@ class OfferPoller:
         # Per-poll availability samples feed the v2 policy's up/down run estimates.
         self.store.offers.record_samples(names | set(by_name),
                                          [o.key.series() for o in offers])
+        if not self._legacy_checked and isinstance(self.provider, ReplayProvider):
+            self._adopt_legacy(self.provider)
         self.store.offers.append_prices(observations, self.source)
         self.last_prices_at = started
         self.last_error = None
         return len(offers)
+
+    def _adopt_legacy(self, provider: ReplayProvider) -> None:
+        """Once per poller, before its first append: this market's series stored before
+        history sources existed move to its source (:mod:`scheduler.store.history_legacy`)."""
+        done = adopt_legacy(self.store.redis, quoted_prices(provider), self.source)
+        self._legacy_checked = True
+        if done.moved:
+            log.warning("moved %d price series stored before history sources existed into %s "
+                        "(every price in them is one this replayed market quotes): %s",
+                        len(done.moved), self.source, ", ".join(done.moved[:5]))
+        if done.kept_real:
+            log.warning("%d older price series under this replayed market's offer keys hold "
+                        "other prices and stay real history (re-import real dumps if they "
+                        "were mixed with replayed prices): %s", len(done.kept_real),
+                        ", ".join(done.kept_real[:5]))

@@ -118,3 +118,26 @@ if ARGV[7] ~= '' then
 end
 return 1
 """
+
+# Move one series stored before history sources existed (the real namespace, meta without a
+# "source" field) into a replayed market's namespace, when the caller found every price in
+# it to be one that market quotes. Keys of both namespaces share the ``{series}`` hash tag.
+# KEYS[1..3]: legacy raw zset, rollup zset, meta hash. KEYS[4..6]: the same in the target
+#   source. KEYS[7]: legacy (real) series index. KEYS[8]: target series index.
+# ARGV[1]: the series key. ARGV[2]: the target source ("replay:<market>"). ARGV[3]: the
+#   legacy raw count the caller checked (the move is refused when it changed since).
+# Returns 1 when moved; 0 when not legacy (absent, or has a source) or changed meanwhile;
+# -1 when the target already holds that series (left as it is: never merged, never lost).
+ADOPT_LEGACY = """
+if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[3], 'source') == 1 then return 0 end
+if redis.call('ZCARD', KEYS[1]) ~= tonumber(ARGV[3]) then return 0 end
+if redis.call('EXISTS', KEYS[6]) == 1 then return -1 end
+for i = 1, 3 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 3]) end
+end
+redis.call('HSET', KEYS[6], 'source', ARGV[2], 'adopted_from', 'legacy')
+redis.call('SREM', KEYS[7], ARGV[1])
+redis.call('SADD', KEYS[8], ARGV[1])
+return 1
+"""

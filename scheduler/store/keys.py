@@ -19,7 +19,7 @@ SPOT_HOURS = f"{PREFIX}:spot-hours"            # hash series -> spot hours we ra
 HISTORY_CONFIG = f"{PREFIX}:hist:config"      # hash: retention settings shared by all replicas
 HISTORY_HARDWARE = f"{PREFIX}:hist:hardware"  # hash "provider/instance_type" -> hardware JSON
 HISTORY_SOURCES = f"{PREFIX}:hist:sources"    # set of history sources other than real (replay:*)
-HISTORY_MIGRATED = f"{PREFIX}:hist:migrated"  # hash replay source -> ms its legacy series moved
+HISTORY_MIGRATED = f"{PREFIX}:hist:migrated"  # hash replay source -> legacy series moved to it
 
 
 def job(job_id: str) -> str:

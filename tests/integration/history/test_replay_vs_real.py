@@ -96,7 +96,7 @@ def test_real_dumps_and_a_running_replay_market_stay_apart(store, data_dir, file
             if r["zone"] == "us-east-1c"] == []
 
     # The replayed series is intact: exactly the changes the replay cloud reported.
-    reported = [(int(o.observed_at.timestamp() * 1000), o.price_usd_per_hour)
+    reported = [(round(o.observed_at.timestamp() * 1000), o.price_usd_per_hour)  # ms stored
                 for o in replay.poll_prices(None) if o.series == SERIES]
     assert [p for _, p in reported] == [0.918, 0.952]
     curve = history_service.points(store, SERIES, since="1h", source="replay:demo")
