@@ -22,13 +22,14 @@ from scheduler.api import events as events_api
 from scheduler.api import history as history_api
 from scheduler.api import metrics as metrics_api
 from scheduler.api.auth import bearer, require_user
-from scheduler.api.limits import BodyLimitMiddleware
+from scheduler.api import limits as body_limits
 from scheduler.checkpoints.objectstore import (
     CheckpointStoreError,
     ObjectNotFound,
     ObjectStore,
 )
 from scheduler.models import describe_validation_error, utcnow
+from scheduler.models.errors import brief, json_safe
 from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
 from scheduler.services import history as history_service
 from scheduler.services import jobs as job_service
@@ -36,10 +37,8 @@ from scheduler.services import offers as offer_service
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 
-# A submission carries the job's code bundle (base64, ≤ 64 MiB decoded); agent reports carry at
-# most 500 log lines.
-MAX_BODY_BYTES = 96 * 1024 * 1024
-MAX_AGENT_BODY_BYTES = 2 * 1024 * 1024
+# Body limits per route: scheduler.api.limits (a submission carries the job's code bundle,
+# agent reports at most 500 log lines, other bodies a spec at most).
 # Highest log index a reader may start from: far above any job's (JOB_LOG_MAX_LINES kept) and
 # within Redis's 64-bit range, so no ``start`` reaches Redis as an error.
 MAX_LOG_START = 10**9
@@ -74,8 +73,8 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
             return tokens.scope(token) is not None
         return hmac.compare_digest(token.encode("utf-8", "replace"), api_token.encode())
 
-    app.add_middleware(BodyLimitMiddleware, authorized=authorized, limit_for=lambda path: (
-        MAX_AGENT_BODY_BYTES if path.startswith("/v1/agent/") else MAX_BODY_BYTES))
+    app.add_middleware(body_limits.BodyLimitMiddleware, authorized=authorized,
+                       limit_for=body_limits.body_limit, json_limit_for=body_limits.json_limit)
 
     @app.exception_handler(redis.RedisError)
     async def redis_down(request: Request, exc: redis.RedisError):
@@ -98,7 +97,9 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
 
     @app.exception_handler(job_service.SpecError)
     async def spec_error(_: Request, exc: job_service.SpecError):
-        return JSONResponse({"detail": "invalid job spec", "problems": exc.problems},
+        # A refused value is echoed cut short: a 16 MiB command does not come back whole.
+        problems = [{**p, "value": json_safe(brief(p.get("value")))} for p in exc.problems]
+        return JSONResponse({"detail": "invalid job spec", "problems": problems},
                             status_code=422)
 
     @app.exception_handler(job_service.BudgetExhausted)

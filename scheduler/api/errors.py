@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from scheduler.models.errors import json_safe
+from scheduler.models.errors import brief, json_safe
 
 
 class ErrorBody(BaseModel):
@@ -39,9 +39,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: _error("an agent token used outside its job attempt"),
     404: _error("no such job or object"),
     409: _error("refused: the owner's budget is already spent"),
-    413: _error("request body over the route's limit"),
+    413: _error("request body over the route's limit (scheduler.api.limits)"),
     422: _error("invalid input; the message names the field"),
-    503: _error("the state store (Redis) is unavailable; retry shortly"),
+    503: _error("the state store (Redis) is unavailable, or too many large bodies are being "
+                "read at once; retry shortly"),
 }
 
 
@@ -51,9 +52,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError):
-        # FastAPI's own handler fails (500) when the bad input is a JSON NaN or Infinity.
-        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))},
-                            status_code=422)
+        # FastAPI's own handler fails (500) when the bad input is a JSON NaN or Infinity; the
+        # input is echoed cut short (a 90 MiB string sent as ``spec`` must not come back).
+        errors = [{**e, "input": brief(e["input"])} if "input" in e else e for e in exc.errors()]
+        return JSONResponse({"detail": json_safe(jsonable_encoder(errors))}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

@@ -4,25 +4,71 @@ The middleware first checks the bearer token against what the route needs (cheap
 read), then reads the body itself — chunked bodies included — stopping at the route's limit
 with 413, and replays it to the app. So no unauthenticated or oversized body is ever buffered
 beyond the limit or parsed.
+
+The limits (bytes), consistent with the spec and bundle limits of
+:mod:`scheduler.models.limits` (listed in the README's "Job spec" section):
+
+- ``POST /v1/jobs``: :data:`SUBMIT_BODY_MAX_BYTES`, a bundle at its limit in base64 plus a
+  spec; and at most :data:`SUBMIT_JSON_MAX_BYTES` of the body outside base64's alphabet. The
+  bundle's base64 has no JSON punctuation, so that bounds the spec's JSON structure: a body
+  of millions of tiny values (``{"env": {"a0": "", ...}}``, ~1 GiB of Python objects and 11 s
+  of parsing per 96 MiB) is refused before it is parsed.
+- ``/v1/agent/…``: :data:`AGENT_BODY_MAX_BYTES` (500 log lines of 4 KiB).
+- every other route: :data:`BODY_MAX_BYTES` (a job spec and a few fields).
+
+All bodies being read or handled at once hold at most :data:`BUFFERED_MAX_BYTES`; a body
+that would go past it is answered 503 with ``Retry-After``, so parallel large submissions
+cannot take the daemon's memory.
 """
 
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from scheduler.models.limits import BUNDLE_MAX_BYTES, SPEC_MAX_BYTES
+
+SPEC_JSON_MAX_BYTES = 4 * SPEC_MAX_BYTES
+"""A spec as a client may write it: indented, with ``\\uXXXX`` escapes."""
+BODY_MAX_BYTES = SPEC_JSON_MAX_BYTES
+SUBMIT_BODY_MAX_BYTES = 4 * -(-BUNDLE_MAX_BYTES // 3) + SPEC_JSON_MAX_BYTES
+SUBMIT_JSON_MAX_BYTES = SPEC_JSON_MAX_BYTES
+AGENT_BODY_MAX_BYTES = 2 * 1024 * 1024
+BUFFERED_MAX_BYTES = 3 * SUBMIT_BODY_MAX_BYTES
+_BASE64 = (string.ascii_letters + string.digits + "+/=").encode()
+
+
+def body_limit(path: str) -> int:
+    """The body limit of ``path``, in bytes."""
+    if path.startswith("/v1/agent/"):
+        return AGENT_BODY_MAX_BYTES
+    return SUBMIT_BODY_MAX_BYTES if path == "/v1/jobs" else BODY_MAX_BYTES
+
+
+def json_limit(path: str) -> int | None:
+    """Bytes outside base64's alphabet the body of ``path`` may hold (``None``: no limit)."""
+    return SUBMIT_JSON_MAX_BYTES if path == "/v1/jobs" else None
+
 
 class BodyLimitMiddleware:
     """``limit_for(path)``: max body bytes; ``authorized(path, token)``: whether the bearer
-    token (``None`` when absent) may call ``path`` at all (handlers still check the scope)."""
+    token (``None`` when absent) may call ``path`` at all (handlers still check the scope);
+    ``json_limit_for(path)``: max bytes outside base64's alphabet, or ``None``;
+    ``buffered_max``: bytes all requests' bodies may hold at once."""
 
     def __init__(self, app: ASGIApp, limit_for: Callable[[str], int],
-                 authorized: Callable[[str, str | None], bool]) -> None:
+                 authorized: Callable[[str, str | None], bool],
+                 json_limit_for: Callable[[str], int | None] = lambda _: None,
+                 buffered_max: int = BUFFERED_MAX_BYTES) -> None:
         self.app = app
         self.limit_for = limit_for
         self.authorized = authorized
+        self.json_limit_for = json_limit_for
+        self.buffered_max = buffered_max
+        self.buffered = 0  # one event loop: no lock needed between awaits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,21 +84,44 @@ class BodyLimitMiddleware:
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _answer(send, 413, f"request body over {limit} bytes")
             return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
+        held = 0
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    await _answer(send, 413, f"request body over {limit} bytes")
+                    return
+                # the joined copy below doubles the body for a moment: hold twice its size
+                if self.buffered + 2 * len(chunk) > self.buffered_max:
+                    await _answer(send, 503, "too many large request bodies at once; retry "
+                                             "shortly", retry_after=2)
+                    return
+                self.buffered += 2 * len(chunk)
+                held += 2 * len(chunk)
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            body = b"".join(chunks)
+            del chunks
+            self.buffered -= size
+            held -= size
+            most = self.json_limit_for(path)
+            if most is not None and (outside := len(body.translate(None, _BASE64))) > most:
+                await _answer(send, 413, f"spec: the body holds {outside} bytes of JSON besides "
+                                         f"bundle_b64's base64; at most {most} (a job spec is "
+                                         f"at most {SPEC_MAX_BYTES} bytes as JSON)")
                 return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _answer(send, 413, f"request body over {limit} bytes")
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+            await self._forward(scope, receive, send, body)
+        finally:
+            self.buffered -= held
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         sent = False
 
         async def replay() -> Message:
@@ -72,10 +141,12 @@ def _bearer(header: bytes | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-async def _answer(send: Send, status: int, detail: str) -> None:
+async def _answer(send: Send, status: int, detail: str, retry_after: int | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -12,7 +12,11 @@ from typing import Any
 import yaml
 
 from scheduler.cli.client import CliError
-from scheduler.services.jobs import MAX_BUNDLE_BYTES
+from scheduler.models.limits import (
+    BUNDLE_MAX_BYTES,
+    BUNDLE_MAX_MEMBERS,
+    BUNDLE_MAX_UNPACKED_BYTES,
+)
 
 _SKIP = {"__pycache__", ".git", ".venv", "node_modules"}
 
@@ -66,28 +70,54 @@ def pack_workdir(workdir: str | None, checkpoint_dir: str | None = "checkpoints"
 
     The job's checkpoint dir (relative to ``workdir``) is left out: a checkpoint left over from
     a local run must not be shipped and resumed; checkpoints travel only through the store.
+
+    Raises ``CliError`` naming ``workdir`` when the bundle would be over a limit the daemon
+    refuses (:data:`~scheduler.models.limits.BUNDLE_MAX_BYTES` packed,
+    :data:`~scheduler.models.limits.BUNDLE_MAX_UNPACKED_BYTES` unpacked,
+    :data:`~scheduler.models.limits.BUNDLE_MAX_MEMBERS` members); packing stops at the first
+    limit crossed, so a huge folder is not read to the end first.
     """
     if not workdir:
         return None
     root = Path(workdir)
     excluded = Path(checkpoint_dir).parts if checkpoint_dir else None
+    buffer = io.BytesIO()
+    members = 0
 
     def skip(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        nonlocal members
         parts = Path(info.name).parts
         if _SKIP & set(parts) or (excluded and parts[:len(excluded)] == excluded):
             return None
+        members += 1
+        if (buffer.tell() > BUNDLE_MAX_BYTES or members > BUNDLE_MAX_MEMBERS
+                or tar.offset + info.size > BUNDLE_MAX_UNPACKED_BYTES):
+            raise _OverLimit
         return info
 
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for child in sorted(root.iterdir()):
-            tar.add(child, arcname=child.name, filter=skip)
-    if buffer.tell() > MAX_BUNDLE_BYTES:
-        biggest = sorted((p for p in root.rglob("*") if p.is_file() and not p.is_symlink()),
-                         key=lambda p: p.stat().st_size, reverse=True)[:3]
-        listing = ", ".join(f"{p.relative_to(root)} ({p.stat().st_size / 2**20:.0f} MiB)"
-                            for p in biggest)
-        raise CliError(f"workdir: {root} packs to {buffer.tell() / 2**20:.0f} MiB, over the "
-                       f"{MAX_BUNDLE_BYTES // 2**20} MiB limit for shipped code; largest files: "
-                       f"{listing}. Ship data through your own storage instead.")
+    try:
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for child in sorted(root.iterdir()):
+                tar.add(child, arcname=child.name, filter=skip)
+    except _OverLimit:
+        raise _too_big(root, buffer.tell(), members) from None
+    if buffer.tell() > BUNDLE_MAX_BYTES:
+        raise _too_big(root, buffer.tell(), members)
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+class _OverLimit(Exception):
+    pass
+
+
+def _too_big(root: Path, packed: int, members: int) -> CliError:
+    biggest = sorted((p for p in root.rglob("*") if p.is_file() and not p.is_symlink()),
+                     key=lambda p: p.stat().st_size, reverse=True)[:3]
+    listing = ", ".join(f"{p.relative_to(root)} ({p.stat().st_size / 2**20:.0f} MiB)"
+                        for p in biggest)
+    return CliError(f"workdir: {root} is over the limits for shipped code "
+                    f"({BUNDLE_MAX_BYTES // 2**20} MiB packed, "
+                    f"{BUNDLE_MAX_UNPACKED_BYTES // 2**20} MiB unpacked, "
+                    f"{BUNDLE_MAX_MEMBERS} files; got {packed / 2**20:.0f} MiB packed and "
+                    f"{members} files before stopping); largest files: {listing}. Ship data "
+                    "through your own storage instead.")

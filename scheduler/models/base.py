@@ -6,7 +6,8 @@ loudly instead of being ignored. It also refuses ``nan`` and ``inf`` for every f
 writer could store them. ``Number`` and ``Count`` are the strict numeric field types of user
 input: a boolean (``budget_usd: true``) or a numeric string is refused, not read as ``1``. ``ValueModel`` is the frozen variant for values such as offers.
 ``parse_lenient`` reads blobs back from Redis or a provider, where extra fields from a newer
-version must not break an older reader.
+version must not break an older reader, and where size limits on user input
+(:func:`limits_apply`) do not apply: a record stored before a limit existed still reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from types import UnionType
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Strict, ValidationError
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError, ValidationInfo
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -24,6 +25,16 @@ Number = Annotated[float, Strict()]
 """A float field of user input: ints are fine, booleans and strings are refused."""
 Count = Annotated[int, Strict()]
 """An int field of user input: booleans, floats and strings are refused."""
+
+
+STORED = {"stored": True}
+"""Validation context of a record read back from the store (see :func:`parse_lenient`)."""
+
+
+def limits_apply(info: ValidationInfo) -> bool:
+    """Whether size limits on user input apply to this validation: always, except for a
+    record read back from the store (context :data:`STORED`)."""
+    return not (isinstance(info.context, dict) and info.context.get("stored"))
 
 
 class StrictModel(BaseModel):
@@ -38,14 +49,16 @@ def parse_lenient(model: type[M], data: str | bytes | dict[str, Any]) -> M:
     """Parse stored JSON (or a dict) into ``model``, dropping fields this version does not know
     (at any depth), so data written by a newer version still reads.
 
+    Validated with context :data:`STORED`: size limits on user input are not checked again.
+
     Raises ``pydantic.ValidationError`` when a known field is invalid, ``ValueError`` on bad JSON.
     """
     if isinstance(data, (str, bytes)):
         try:  # the common case, same version: pydantic's JSON parser, ~5x faster than below
-            return model.model_validate_json(data)
+            return model.model_validate_json(data, context=STORED)
         except ValidationError:
             data = json.loads(data)
-    return model.model_validate(_known_fields(model, data))
+    return model.model_validate(_known_fields(model, data), context=STORED)
 
 
 def _known_fields(annotation: Any, data: Any) -> Any:

@@ -18,8 +18,9 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+        else:  # a key of the input (an env name) may be long: cut it
+            text = str(part) if len(str(part)) <= 60 else str(part)[:60] + "…"
+            out += ("." if out else "") + text
     return out or "(spec)"
 
 
@@ -54,11 +55,33 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+BRIEF_MAX_CHARS = 200
+
+
+def brief(value: Any, depth: int = 0) -> Any:
+    """``value`` as an error message may echo it: strings over :data:`BRIEF_MAX_CHARS` cut
+    (saying their length; 40 characters inside a list or dict), lists and dicts of more than
+    10 items (or nested deeper than two levels) replaced by a line saying their size. A
+    refused 16 MiB ``command`` must not come back whole in the 422."""
+    if isinstance(value, str):
+        most = BRIEF_MAX_CHARS if depth == 0 else 40
+        if len(value) <= most:
+            return value
+        return f"{value[:most // 2]}… ({len(value)} characters)"
+    if isinstance(value, (list, tuple, dict)):
+        if len(value) > 10 or depth >= 2:
+            return f"({type(value).__name__} of {len(value)} items)"
+        if isinstance(value, dict):
+            return {brief(str(k), depth + 1): brief(v, depth + 1) for k, v in value.items()}
+        return [brief(v, depth + 1) for v in value]
+    return value
+
+
 def describe_validation_error(error: ValidationError,
                               model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
     """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order.
     With ``model`` (the validated class), an unknown field gets a "did you mean" suggestion.
-    ``value`` is JSON-safe (see :func:`json_safe`)."""
+    ``value`` is JSON-safe (see :func:`json_safe`) and short (see :func:`brief`)."""
     problems = []
     for item in error.errors(include_url=False):
         kind = item.get("type", "")
@@ -74,8 +97,8 @@ def describe_validation_error(error: ValidationError,
                 msg = f"unknown field; did you mean {close[0]!r}?"
         elif kind == "missing":
             msg, value = "required field is missing", None
-        problems.append({"field": _path(tuple(item.get("loc", ()))), "value": json_safe(value),
-                         "problem": msg})
+        problems.append({"field": _path(tuple(item.get("loc", ()))),
+                         "value": json_safe(brief(value)), "problem": msg})
     return problems
 
 

@@ -13,9 +13,10 @@ import signal
 from datetime import datetime
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from scheduler.models.base import Count, Number, StrictModel, ensure_utc, utcnow
+from scheduler.models import limits
+from scheduler.models.base import Count, Number, StrictModel, ensure_utc, limits_apply, utcnow
 from scheduler.models.offers import Market, Offer
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -32,9 +33,32 @@ class MarketChoice(str, Enum):
         return self is MarketChoice.AUTO or self.value == market.value
 
 
+def _cap_text(value: str | None, most: int, info: ValidationInfo, hint: str = "") -> str | None:
+    """``value`` when at most ``most`` characters (or read back from the store: limits apply
+    to user input only); else ``ValueError`` saying the length and the limit."""
+    if value is not None and len(value) > most and limits_apply(info):
+        raise ValueError(f"at most {most} characters, got {len(value)}{hint}")
+    return value
+
+
+def _cap_names(value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+    """A name list within :data:`~scheduler.models.limits.LIST_MAX_ITEMS` items of at most
+    :data:`~scheduler.models.limits.LIST_ITEM_MAX_CHARS` characters each."""
+    if value is None or not limits_apply(info):
+        return value
+    if len(value) > limits.LIST_MAX_ITEMS:
+        raise ValueError(f"at most {limits.LIST_MAX_ITEMS} names, got {len(value)}")
+    for index, item in enumerate(value):
+        if len(item) > limits.LIST_ITEM_MAX_CHARS:
+            raise ValueError(f"item {index}: at most {limits.LIST_ITEM_MAX_CHARS} characters, "
+                             f"got {len(item)}")
+    return value
+
+
 class Resources(StrictModel):
     """What one instance must have. VRAM and memory are GiB; ``gpu_models`` matches
-    case-insensitively (``V100`` matches ``v100``); empty or absent means any model."""
+    case-insensitively (``V100`` matches ``v100``); empty or absent means any model (at most
+    256 names of at most 128 characters, :mod:`scheduler.models.limits`)."""
 
     gpu_count: Count = Field(default=1, ge=0, le=64)
     min_vram_gib: Number = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
@@ -42,12 +66,17 @@ class Resources(StrictModel):
     min_vcpus: Count = Field(default=0, ge=0, le=4096)
     min_memory_gib: Number = Field(default=0, ge=0, le=65536)
 
+    _names = field_validator("gpu_models")(_cap_names)
+
 
 class AllowDeny(StrictModel):
-    """An allow list (empty means all) and a deny list (always wins)."""
+    """An allow list (empty means all) and a deny list (always wins); each at most 256 names
+    of at most 128 characters (:mod:`scheduler.models.limits`)."""
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+
+    _names = field_validator("allow", "deny")(_cap_names)
 
     def permits(self, value: str) -> bool:
         if value in self.deny:
@@ -58,7 +87,8 @@ class AllowDeny(StrictModel):
 class CheckpointSpec(StrictModel):
     """Where the job writes checkpoints and how they are synced.
 
-    - **dir**: path relative to the job's working directory, exported as ``SCHED_CHECKPOINT_DIR``.
+    - **dir**: path relative to the job's working directory, exported as ``SCHED_CHECKPOINT_DIR``
+      (at most 1,024 characters).
     - **sync_interval_s**: seconds between periodic syncs to the checkpoint store.
     - **grace_s**: seconds the job gets, after the signal, to save and exit before it is killed.
     - **signal**: the signal sent on a preemption notice or a migration (default ``SIGTERM``).
@@ -71,7 +101,8 @@ class CheckpointSpec(StrictModel):
 
     @field_validator("dir")
     @classmethod
-    def _relative_dir(cls, value: str) -> str:
+    def _relative_dir(cls, value: str, info: ValidationInfo) -> str:
+        _cap_text(value, limits.CHECKPOINT_DIR_MAX_CHARS, info)
         parts = [p for p in value.split("/") if p not in ("", ".")]
         if value.startswith("/") or ".." in parts or not parts or "\0" in value:
             # Restore replaces the folder's contents: it must be a subfolder of its own.
@@ -95,9 +126,12 @@ class JobSpec(StrictModel):
     """What a user submits. See ``examples/charlm-job.yaml`` for a complete example.
 
     - **name**: lowercase letters, digits, ``.``, ``_``, ``-``; 1–63 characters.
-    - **command**: shell command run in the working directory on the instance.
-    - **workdir**: local directory whose files are shipped with the job (optional).
-    - **env**: extra environment variables for the command.
+    - **command**: shell command run in the working directory on the instance (at most
+      16,384 characters).
+    - **workdir**: local directory whose files are shipped with the job (optional; a path of
+      at most 4,096 characters).
+    - **env**: extra environment variables for the command (at most 128; names of at most
+      128 characters, values of at most 16,384).
     - **resources**: see :class:`Resources`.
     - **market**: ``spot`` | ``on-demand`` | ``auto`` (default ``auto``).
     - **providers**, **regions**, **zones**: allow/deny lists.
@@ -115,6 +149,10 @@ class JobSpec(StrictModel):
       at 100 % the job checkpoints and stops (state ``stopped``).
     - **owner**: the user the job belongs to (same characters as ``name``; default
       ``default``): per-user budgets of the daemon config apply to all jobs of an owner.
+
+    Every free-text field is bounded, and the whole spec is at most 64 KiB as JSON: the
+    limits are :mod:`scheduler.models.limits`; over one, validation fails naming the field.
+    A spec read back from the store (validation context ``stored``) is not held to them.
     """
 
     name: str
@@ -155,14 +193,21 @@ class JobSpec(StrictModel):
 
     @field_validator("command", "workdir")
     @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
+    def _no_nul(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.field_name == "command":
+            _cap_text(value, limits.COMMAND_MAX_CHARS, info,
+                      "; ship longer scripts in the workdir")
+        else:
+            _cap_text(value, limits.WORKDIR_MAX_CHARS, info)
         if value is not None and "\0" in value:
             raise ValueError("must not contain a NUL character")
         return value
 
     @field_validator("env")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if limits_apply(info):
+            _cap_env(value)
         for key, item in value.items():
             if "\0" in item:
                 raise ValueError(f"{key!r}: values must not contain a NUL character")
@@ -181,6 +226,31 @@ class JobSpec(StrictModel):
                 "resources: min_vram_gib and gpu_models need gpu_count >= 1"
             )
         return self
+
+    @model_validator(mode="after")
+    def _whole_size(self, info: ValidationInfo) -> JobSpec:
+        if limits_apply(info):
+            size = len(self.model_dump_json().encode())
+            if size > limits.SPEC_MAX_BYTES:
+                raise ValueError(f"the spec is {size} bytes as JSON; at most "
+                                 f"{limits.SPEC_MAX_BYTES} (the fields are each within their "
+                                 "limits, but not all of them can be at once)")
+        return self
+
+
+def _cap_env(value: dict[str, str]) -> None:
+    """Raises ``ValueError`` when ``env`` is over a limit of :mod:`scheduler.models.limits`
+    (long names are cut in the message)."""
+    if len(value) > limits.ENV_MAX_VARS:
+        raise ValueError(f"at most {limits.ENV_MAX_VARS} variables, got {len(value)}")
+    for key, item in value.items():
+        shown = repr(key if len(key) <= 40 else key[:40] + "…")
+        if len(key) > limits.ENV_NAME_MAX_CHARS:
+            raise ValueError(f"variable name {shown}: at most {limits.ENV_NAME_MAX_CHARS} "
+                             f"characters, got {len(key)}")
+        if len(item) > limits.ENV_VALUE_MAX_CHARS:
+            raise ValueError(f"{shown}: value of at most {limits.ENV_VALUE_MAX_CHARS} "
+                             f"characters, got {len(item)}")
 
 
 class JobState(str, Enum):

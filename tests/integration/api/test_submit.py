@@ -153,15 +153,14 @@ def test_liveness_uses_the_daemon_clock(api):
 
 def test_chunked_submissions_over_the_limit_get_413_and_need_the_token_first(api, monkeypatch):
     client, *_ = api
-    import scheduler.api.app as app_module
+    import scheduler.api.limits as limits_module
 
     def chunks(n):
         for _ in range(n):
             yield b"x" * (1024 * 1024)
-    # The limit is read when the app is built; exercise it through a small one.
-    monkeypatch.setattr(app_module, "MAX_BODY_BYTES", 2 * 1024 * 1024)
-    small = TestClient(app_module.create_app(*client.app_args),
-                       headers={"Authorization": f"Bearer {TOKEN}"})
+    # The limit is read per request; exercise it through a small one.
+    monkeypatch.setattr(limits_module, "SUBMIT_BODY_MAX_BYTES", 2 * 1024 * 1024)
+    small = client
     assert small.post("/v1/jobs", content=chunks(5)).status_code == 413
     assert small.post("/v1/jobs", content=chunks(5),
                       headers={"Authorization": "Bearer nope"}).status_code == 401
