@@ -29,8 +29,9 @@ import numpy as np
 
 from scheduler.simulator.market import SimMarket, SimulationError
 
-MAX_CELLS = 4e11
-"""Refuse DPs with more (run × offer × band cell) updates than this (tens of minutes)."""
+MAX_CELLS = 1e11
+"""Refuse DPs with more (run × offer × band cell) updates than this: about 2e8 are made per
+second on one shared core (``benchmarks/policies/RESULTS-optimum.md``), so ~10 minutes."""
 CHUNK_RUNS = 32
 
 
@@ -114,8 +115,9 @@ def optimal_cost(market: SimMarket, compute_h: float, restart_overhead_h: float,
     offers = _distinct_offers(market, used) if len(starts) else []
     cells = model.cells(len(starts), len(offers))
     if cells > MAX_CELLS:
-        raise SimulationError(f"the optimum DP is too large ({cells:.2g} cell updates, limit "
-                              f"{MAX_CELLS:.0g}): fewer runs, a shorter deadline or no optimum")
+        raise SimulationError(f"the optimum DP is too large ({cells:.2g} cell updates, about "
+                              f"{cells / 2e8 / 60:.0f} min; limit {MAX_CELLS:.0g}): fewer runs, "
+                              "a shorter deadline or no optimum (--no-optimum)")
     parts = [_sweep(market, starts[i:i + CHUNK_RUNS], offers, model, dl_ticks)
              for i in range(0, len(starts), CHUNK_RUNS)]
     return np.concatenate(parts) if parts else np.zeros((0, len(dl_ticks)))

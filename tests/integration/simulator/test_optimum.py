@@ -64,6 +64,27 @@ def test_no_policy_beats_the_optimum(sim_market):
         assert np.all(result.cost_usd[ok] >= comp.optimum_usd[ok] - 1e-9), name
 
 
+def test_many_starts_and_deadlines_in_one_call(sim_market):
+    rng = np.random.default_rng(3)
+    market = sim_market({"a": markov_trace(rng, 600, 0.9, 0.7), "b": markov_trace(rng, 600, 0.8, 0.8)},
+                        gap_s=195)
+    starts = rng.integers(0, 300, 70)          # more than one chunk of runs
+    deadlines = [2.0, 3.5, 5.0]
+    together = optimal_cost(market, 1.7, 0.3, starts, deadlines)
+    for i, d in enumerate(deadlines):
+        for j in (0, 33, 69):
+            alone = optimal_cost(market, 1.7, 0.3, starts[j:j + 1], [d])[0, 0]
+            assert together[j, i] == pytest.approx(alone)
+    assert np.all(np.diff(together, axis=1) <= 1e-12)   # a later deadline never costs more
+
+
+def test_too_large_a_dp_is_refused_with_its_size(sim_market, monkeypatch):
+    import scheduler.simulator.optimum as optimum
+    monkeypatch.setattr(optimum, "MAX_CELLS", 10)
+    with pytest.raises(SimulationError, match="too large .* cell updates"):
+        optimal_cost(sim_market({"a": TRACE}), 0.5, TICK, np.array([0]), [10 * TICK])
+
+
 def _replay(choices: np.ndarray, tick_h: float):
     """A policy that plays ``choices[run, tick]`` (an offer, or NO_OFFER); an unavailable
     choice means no instance this tick."""
