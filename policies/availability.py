@@ -2,7 +2,8 @@
 
 Pure numpy over availability samples (1 = capacity available, 0 = reclaimed/unavailable, the
 ``cbl_spot_traces`` polarity). The simulator feeds whole replay traces; the daemon feeds the
-samples it observed (offer polls, preemption notices) and reads the last column.
+samples its offer polls recorded (one per poll: listed or absent; see
+``OfferStore.record_samples``) and reads the last column.
 
 Spot availability runs are heavy-tailed (on the Can't-Be-Late AWS traces the mean remaining
 length of a run grows roughly like its age), so the forecasts below use the "Lindy" estimate

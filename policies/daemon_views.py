@@ -63,7 +63,7 @@ def market_view(offers: Sequence[Offer], eligible: np.ndarray, samples: np.ndarr
         eligible: ``(n, m)`` bool, offers each job admits and that are not marked unavailable
             (:func:`policies.eligibility.eligible_matrix`).
         samples: ``(m, T)`` bool availability of each offer at the last ``T`` polls, oldest
-            first, 1 = offered (from price history / offer polls), or ``None``: spot offers are
+            first, 1 = offered (one sample per offer poll), or ``None``: spot offers are
             then judged by their ``interruption_risk`` alone.
         gap_h: hours between samples.
         zone_correlation: optional ``(z, z)`` over the table's ``zone_names``.

@@ -14,8 +14,9 @@ REPLAY_OFFER_POLL_S = 2.0
 # How long an offer that failed with a capacity error (or was just reclaimed) is skipped
 # (Karpenter's unavailable-offerings cache uses 3 minutes).
 UNAVAILABLE_OFFER_TTL_S = 180
-# Agent heartbeats every AGENT_HEARTBEAT_S; an instance silent for AGENT_LOST_AFTER_S whose
-# provider no longer reports it running is presumed lost.
+# Agent heartbeats every AGENT_HEARTBEAT_S; an agent silent for AGENT_LOST_AFTER_S is presumed
+# lost, whether or not its provider still lists the instance running (a frozen agent): the
+# instance is terminated and the job resumes from its latest committed checkpoint.
 AGENT_HEARTBEAT_S = 2.0
 # GA_AGENT_LOST_AFTER_S overrides it (tests make an agent "lost" in seconds, not a minute).
 AGENT_LOST_AFTER_S = float(os.environ.get("GA_AGENT_LOST_AFTER_S") or 60.0)
