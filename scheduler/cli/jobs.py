@@ -12,7 +12,7 @@ from rich.markup import escape
 from scheduler.cli import render
 from scheduler.cli.app import HomeOption, app, client, console, err, fail
 from scheduler.cli.bundle import load_spec_file, pack_spec
-from scheduler.cli.client import CliError
+from scheduler.cli.client import ApiClient, CliError
 
 
 @app.command()
@@ -106,7 +106,7 @@ def status(job_id: str, home: Path | None = HomeOption,
         raise typer.Exit(130) from None
 
 
-def _watch_lines(api, job_id: str) -> None:
+def _watch_lines(api: ApiClient, job_id: str) -> None:
     """``status --watch`` into a pipe or a file: a live view draws nothing there until it
     stops, so print each timeline event (and each new waiting reason) once, as a line, as
     soon as a poll sees it; when the job ends, print its summary."""
