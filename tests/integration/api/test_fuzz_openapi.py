@@ -52,6 +52,44 @@ def test_no_server_error_and_answers_conform(case):
                            excluded_checks=[positive_data_acceptance])
 
 
+# Bad inputs found past the fuzzer (which keeps to the schema's types and small sizes), run
+# as explicit cases through the same checks: each used to be a 500 or was accepted (201).
+SPEC = {"name": "a", "command": "true"}
+EXPLICIT_BAD = [
+    # (method, path, query, body, status, text the answer must hold)
+    ("GET", "/v1/history", {"since": "300000y"}, None, 422, "since: got '300000y': out of range"),
+    ("GET", "/v1/history", {"until": "0001-01-01T00:00+01:00"}, None, 422, "until: "),
+    ("GET", "/v1/history/points", {"series": "aws/r/z/t/spot", "since": "9" * 400 + "d"}, None,
+     422, "since: "),
+    ("GET", "/v1/offers", {"at": "999999999y"}, None, 422, "at: got '999999999y': out of range"),
+    ("GET", "/v1/cost-report", {"since": "300000y"}, None, 422, "since: "),
+    ("POST", "/v1/plans", None, {"spec": SPEC, "lookback": "300000y"}, 422, "lookback: "),
+    ("POST", "/v1/jobs", None, {"spec": SPEC, "bundle_b64": "H4sIAAAAAAAA"}, 422, "bundle_b64"),
+    ("POST", "/v1/jobs", None, {"spec": {**SPEC, "command": "x" * (2**20)}}, 422,
+     "at most 16384 characters"),
+    ("POST", "/v1/jobs", None, {"spec": {**SPEC, "env": {f"V{i}": "" for i in range(129)}}},
+     422, "at most 128 variables"),
+    ("POST", "/v1/jobs", None, {"spec": {**SPEC, "zones": {"allow": ["z"] * 257}}}, 422,
+     "zones.allow"),
+    ("POST", "/v1/jobs", None, {"spec": {**SPEC, "env": {f"a{i}": "" for i in range(50_000)}}},
+     413, "spec: the body holds"),
+]
+
+
+@pytest.mark.parametrize("method,path,query,body,status,text", EXPLICIT_BAD,
+                         ids=[f"{m} {p} {t[:24]}" for m, p, _, _, _, t in EXPLICIT_BAD])
+def test_explicit_bad_inputs_are_a_4xx_naming_the_field(api_schema, redis_client, method, path,
+                                                        query, body, status, text):
+    operation = api_schema[path][method]
+    case = operation.Case(query=query, **({"body": body, "media_type": "application/json"}
+                                          if body is not None else {}))
+    answer = case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"},
+                                    excluded_checks=[positive_data_acceptance])
+    assert answer.status_code == status, answer.text[:300]
+    assert text in answer.text and len(answer.content) < 4000
+    assert redis_client.keys("ga:job:*") == []
+
+
 @pytest.mark.parametrize("spec,field", [
     ({"name": "a", "command": "x\ud800", "resources": {"gpu_count": 1}}, "command"),
     ({"name": "a", "command": "x", "env": {"A": "\udfff"}}, "env.A"),
