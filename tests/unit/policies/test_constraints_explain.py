@@ -75,3 +75,14 @@ def test_no_fit_ends_with_the_unknown_names():
     assert "regions rejects 1" in text
     assert text.endswith("regions.allow: 'us-west2' matches no region any configured provider "
                          "has listed (closest: us-west-2)")
+
+
+def test_the_example_market_reports_a10g_memory_as_ec2_does():
+    from providers.replay.market import load_market
+    from scheduler.config import examples_dir
+    from tests.factories.offers import T0
+
+    market = load_market(examples_dir() / "market.yaml")
+    offers = market.offers_at(market.start_market_s, T0)
+    text = explain_no_fit(spec(resources={"gpu_count": 1, "min_vram_gib": 24}), offers)
+    assert "A10G 22.35 GiB = 22,888 MiB as aws reports it" in text
