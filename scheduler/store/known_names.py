@@ -24,14 +24,15 @@ MAX_NAMES_PER_ATTRIBUTE = 20_000
 
 
 class KnownNames:
-    """The ever-listed names over one Redis client."""
+    """The ever-listed names over one Redis client; ``max_names`` bounds each attribute's set."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, max_names: int = MAX_NAMES_PER_ATTRIBUTE) -> None:
         self._r = client
+        self._max = max_names
 
     def record(self, offers: Iterable[Offer]) -> None:
         """Add the names ``offers`` carry (two round trips). A set under the bound takes all of
-        one poll's names, so it may pass :data:`MAX_NAMES_PER_ATTRIBUTE` by one poll's worth.
+        one poll's names, so it may pass ``max_names`` by one poll's worth.
         Raises ``redis.RedisError``."""
         names: dict[str, set[str]] = {a: set() for a in ATTRIBUTES}
         for offer in offers:
@@ -46,7 +47,7 @@ class KnownNames:
             sizes = pipe.execute()
         with self._r.pipeline(transaction=False) as pipe:
             for attribute, size in zip(wanted, sizes):
-                if int(size) < MAX_NAMES_PER_ATTRIBUTE:
+                if int(size) < self._max:
                     pipe.sadd(keys.known_names(attribute), *sorted(names[attribute]))
             pipe.execute()
 
@@ -60,5 +61,5 @@ class KnownNames:
         out: dict[str, set[str] | None] = {}
         for attribute, members in zip(ATTRIBUTES, sets):
             decoded = {m.decode() if isinstance(m, bytes) else m for m in members}
-            out[attribute] = decoded if 0 < len(decoded) < MAX_NAMES_PER_ATTRIBUTE else None
+            out[attribute] = decoded if 0 < len(decoded) < self._max else None
         return out
