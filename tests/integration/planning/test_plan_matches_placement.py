@@ -108,3 +108,38 @@ def test_plan_without_a_daemon_lists_the_configured_market_and_agrees(market, tm
     assert body["scenarios"]["policy"]["instance_type"] == "steady"
     OfferPoller(ctx.store, provider)()  # a daemon starts: it polls, then places
     assert _placed(ctx, SPEC) == body["scenarios"]["policy"]["series"]
+
+
+def test_an_empty_market_says_so_as_a_placement_would(redis_client, tmp_path):
+    from scheduler.store import Store
+
+    app = create_app(Store.over(redis_client), LocalObjectStore(tmp_path / "objects"),
+                     AgentTokens(b"s"), TOKEN)
+    client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    body = client.post("/v1/plans", json={"spec": SPEC})
+    assert body.status_code == 200, body.text
+    body = body.json()
+    assert body["eligible"] == 0 and body["best_offers"] == []
+    assert body["scenarios"]["policy"] == {"reason": "no offer fits: the market has no offers"}
+    assert body["scenarios"]["spot"] is None and body["scenarios"]["on-demand"] is None
+
+
+def test_with_history_only_the_estimates_say_the_daemon_would_wait(redis_client, tmp_path):
+    from datetime import timedelta
+
+    from scheduler.models import PriceObservation, utcnow
+    from scheduler.store import Store
+
+    store = Store.over(redis_client)
+    at = utcnow() - timedelta(days=1)
+    store.offers.append_prices([PriceObservation(series="aws/us-east-1/us-east-1b/p3.2xlarge/spot",
+                                                 observed_at=at, price_usd_per_hour=0.95)])
+    app = create_app(store, LocalObjectStore(tmp_path / "objects"), AgentTokens(b"s"), TOKEN)
+    client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    body = client.post("/v1/plans", json={"spec": SPEC}).json()
+    assert body["offers_source"] == "latest prices in history" and body["eligible"] == 1
+    assert body["best_offers"][0]["instance_type"] == "p3.2xlarge"
+    assert body["scenarios"]["spot"]["price_now"] == 0.95
+    assert body["scenarios"]["policy"] == {"reason": "no provider lists an offer now: the daemon "
+                                           "would wait (these estimates use the latest prices "
+                                           "in history)"}
