@@ -143,7 +143,8 @@ def _baseline(market: SimMarket, job: SimJob, start_ticks: np.ndarray, max_ticks
 
 
 def summary_row(name: str, comp: Comparison) -> dict[str, float]:
-    """One table row: mean / p95 normalised cost, gap to the optimum (mean of cost/optimum − 1),
+    """One table row: mean / p95 normalised cost, gap to the optimum (mean of cost/optimum − 1
+    over the runs that met the deadline; ``nan`` when none did),
     deadline misses, runs stopped by a budget, mean migrations and preemptions, spot and on-demand hours, finish time."""
     r = comp.results[name]
     norm = comp.normalised(name)
@@ -159,8 +160,10 @@ def summary_row(name: str, comp: Comparison) -> dict[str, float]:
         "finish_h": float(np.nanmean(r.finish_h)) if r.finished.any() else float("nan"),
     }
     if comp.optimum_usd is not None:
+        # only runs that met the deadline: an unfinished run's cost (the hours it ran) is not
+        # comparable with a finished schedule's, it would show as "below the optimum"
         with np.errstate(divide="ignore", invalid="ignore"):
             gap = r.cost_usd / comp.optimum_usd - 1.0
-        row["gap_to_optimum"] = float(np.mean(gap[np.isfinite(gap)])) if np.isfinite(gap).any() \
-            else float("nan")
+        ok = np.isfinite(gap) & r.met_deadline
+        row["gap_to_optimum"] = float(np.mean(gap[ok])) if ok.any() else float("nan")
     return row

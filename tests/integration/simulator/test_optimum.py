@@ -8,7 +8,7 @@ from policies.views import NO_OFFER, Decision, Reason
 from scheduler.simulator.engine import SimJob, simulate
 from scheduler.simulator.market import SimulationError
 from scheduler.simulator.optimum import optimal_cost
-from scheduler.simulator.runner import compare, policy_registry
+from scheduler.simulator.runner import compare, policy_registry, summary_row
 from tests.integration.simulator.conftest import markov_trace
 
 TICK = 1 / 6
@@ -62,6 +62,18 @@ def test_no_policy_beats_the_optimum(sim_market):
     for name, result in comp.results.items():
         ok = result.met_deadline
         assert np.all(result.cost_usd[ok] >= comp.optimum_usd[ok] - 1e-9), name
+
+
+
+def test_gap_counts_only_runs_that_met_the_deadline(sim_market):
+    # spot comes back only after the deadline: SkyPilot (no deadline) waits and misses, its
+    # cost covers a few spot ticks only; that is not "below the optimum"
+    market = sim_market({"a": [1] * 3 + [0] * 60 + [1] * 40})
+    comp = compare(market, SimJob(1.0, 2.0, 0.1), np.array([0]), ["skypilot-failover"], 100)
+    assert not comp.results["skypilot-failover"].met_deadline[0]
+    assert comp.results["skypilot-failover"].cost_usd[0] < comp.optimum_usd[0]
+    assert np.isnan(summary_row("skypilot-failover", comp)["gap_to_optimum"])
+    assert summary_row("on-demand", comp)["gap_to_optimum"] >= 0
 
 
 def test_many_starts_and_deadlines_in_one_call(sim_market):
