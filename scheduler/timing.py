@@ -160,7 +160,9 @@ LEDGER_REFRESH_S = 60.0
 # faster gains nothing, and each review costs ~1-3 ms of CPU per job (1,000 jobs on a market
 # that changes every second would otherwise spend seconds per pass on reviews).
 MOVE_REVIEW_MIN_S = 30.0
-# A running placement reads its held offer's price history at least this often (and at most
-# once per offer poll) even when the latest offers show no new price: a price that moved and
-# came back within one poll is billed too. One small Redis read per running job per minute.
-PRICE_CATCH_UP_S = 60.0
+# A running placement records its held offer's price changes from price history at most this
+# often (and once per offer poll): a market whose prices move every second would otherwise
+# write every running job every pass. The bill stays exact (changes keep their own times, the
+# rest is read when the placement ends); cost so far lags by at most this. A price above the
+# job's max is acted on at the next pass regardless. One small Redis read per running job.
+PRICE_CATCH_UP_S = 30.0

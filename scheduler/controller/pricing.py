@@ -5,23 +5,30 @@ integrates, :meth:`~scheduler.models.Placement.cost_usd`) and hold the job to it
 Source of the prices: the offer poller. Each poll replaces the latest offers and appends its
 price observations to price history, in the provider's history source (a replayed market's
 own; :func:`scheduler.poller.offers.history_source`): AWS and Alibaba stamp a spot price with
-the time it took effect, a replayed market with the wall time its clock reached the step. Each pass compares
-the held offer's price in the latest offers with the placement's latest recorded price; when
-they differ, or at most every :data:`~scheduler.timing.PRICE_CATCH_UP_S` anyway (a price that
-moved and came back within one poll), the changes history holds since the latest recorded one
-are appended to the placement, with their own times. An offer whose changes never reach
-history (a source that records none) is recorded at the price of the latest offers from the
-pass that first saw it, once a second pass still sees it.
+the time it took effect, a replayed market with the wall time its clock reached the step.
 
-When the held price is above the job's ``max_price_usd_per_hour``, the same write saves a stop
-request of kind ``max-price`` and an event of that kind naming the price and the limit: the
-agent checkpoints, the placement ends ``moved`` (:mod:`scheduler.controller.observing`) and the
-placing step puts the job on a compliant offer, or leaves it ``pending`` with a reason naming
-the price and the limit until one appears (placement never chooses an offer above the max).
+Recording: at most every :data:`~scheduler.timing.PRICE_CATCH_UP_S` (and once per offer poll)
+per placement, the changes history holds after the placement's latest recorded price are
+appended to it, each with its own time, in one job write; so is the last stretch when the
+placement ends (:func:`scheduler.controller.transitions.end_placement`). The bill is exact
+whenever it is read after that; a running job's cost so far may miss the last
+``PRICE_CATCH_UP_S`` of changes (batching keeps a market whose prices move every second from
+writing every running job every pass). A price the latest offers list but history never holds
+(a source that records none) is recorded from the pass that first saw it, when a later read
+still does not find it.
+
+The limit: when the latest poll's price of the held offer is above the job's
+``max_price_usd_per_hour`` (checked every pass, so within one poll of the crossing), history is
+read at once and the same write saves a stop request of kind ``max-price`` and an event of that
+kind naming the price and the limit. The agent checkpoints, the placement ends ``moved``
+(:mod:`scheduler.controller.observing`), and the placing step puts the job on a compliant offer
+or leaves it ``pending`` with a reason naming the price and the limit until one appears
+(placement never chooses an offer above the max). A job still provisioning is held to it once
+its agent runs.
 
 Idempotent: a change already recorded is not appended again (changes arrive in order and only
 a different price is a change), and a stop request is made once per attempt. The in-process
-memories (catch-up throttle, mismatches seen once) only delay a record when lost.
+memories (catch-up throttle, prices seen once without history) only delay a record when lost.
 """
 
 from __future__ import annotations
@@ -100,30 +107,32 @@ def left_over_max(ctx: Context, job: Job) -> str | None:
     return over_max(job, listed.price_usd_per_hour if listed else last.price_usd_per_hour())
 
 
-def _record_prices(ctx: Context, job: Job, placement: Placement) -> bool:
-    snap = snapshot(ctx)
+def _record_prices(ctx: Context, job: Job, placement: Placement, listed: Offer | None,
+                   every_s: float) -> bool:
+    """Catch up with price history at most every ``every_s``, at once when the latest poll's
+    price is new and above the job's max; ``True`` when a change was recorded."""
     now = ctx.clock()
-    listed = listed_offer(snap, placement)
     key = (job.id, placement.attempt)
-    differs = listed is not None and listed.price_usd_per_hour != placement.price_usd_per_hour()
-    periodic = _catch_ups.due(key, now.timestamp(), max(snap.poll_s, PRICE_CATCH_UP_S))
-    if not differs and not periodic:
-        _unmatched.pop(key, None)
+    listed_price = listed.price_usd_per_hour if listed is not None else None
+    new = listed_price is not None and listed_price != placement.price_usd_per_hour()
+    urgent = new and over_max(job, listed_price) is not None
+    if not urgent and not _catch_ups.due(key, now.timestamp(), every_s):
         return False
     changed = catch_up(ctx, placement, now)
-    if not differs or listed is None or listed.price_usd_per_hour == placement.price_usd_per_hour():
+    if listed_price is None or listed_price == placement.price_usd_per_hour():
         _unmatched.pop(key, None)
         return changed
     # The latest offers have a price history does not: a poll between its two writes, or a
-    # source without history. Taken as from the pass that first saw it, if it is still there.
+    # source without history. Taken as from the pass that first saw it, if a later read
+    # still does not find it.
     seen = _unmatched.get(key)
-    if seen is None or seen[0] != listed.price_usd_per_hour:
+    if seen is None or seen[0] != listed_price:
         if len(_unmatched) >= _UNMATCHED_MAX:
             _unmatched.clear()
-        _unmatched[key] = (listed.price_usd_per_hour, now)
+        _unmatched[key] = (listed_price, now)
         return changed
     del _unmatched[key]
-    return placement.add_price_change(seen[1], listed.price_usd_per_hour) or changed
+    return placement.add_price_change(seen[1], listed_price) or changed
 
 
 def hold_price(ctx: Context, job: Job) -> Job | None:
@@ -133,14 +142,18 @@ def hold_price(ctx: Context, job: Job) -> Job | None:
     if placement is None or placement.instance_id is None or placement.started_at is None \
             or placement.ended_at is not None:
         return None
-    changed = _record_prices(ctx, job, placement)
-    why = over_max(job, placement.price_usd_per_hour())
+    snap = snapshot(ctx)
+    listed = listed_offer(snap, placement)
+    changed = _record_prices(ctx, job, placement, listed, max(snap.poll_s, PRICE_CATCH_UP_S))
+    # The limit is held to the latest poll's price, even before history has it.
+    price = listed.price_usd_per_hour if listed is not None else placement.price_usd_per_hour()
+    why = over_max(job, price)
     if why is not None and job.state is JobState.RUNNING and job.stop_request is None \
             and not job.cancel_requested:
         job.stop_request = StopRequest(kind=StopKind.MAX_PRICE, reason=why[:500],
                                        attempt=placement.attempt)
         job.record(JobState.CHECKPOINTING, f"{why}; agent checkpointing, then the job moves "
                    "to a compliant offer or waits for one", offer=placement.offer,
-                   at=ctx.clock(), kind="max-price", price_usd_per_hour=placement.price_usd_per_hour())
+                   at=ctx.clock(), kind="max-price", price_usd_per_hour=price)
         changed = True
     return ctx.store.jobs.save(job) if changed else None

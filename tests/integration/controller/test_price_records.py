@@ -10,8 +10,17 @@ import pytest
 
 from scheduler.controller.pricing import hold_price
 from scheduler.controller.transitions import end_placement
-from scheduler.models import Job, JobState, Placement, PlacementEnd, PriceObservation, utcnow
+from scheduler.models import (
+    Job,
+    JobState,
+    Placement,
+    PlacementEnd,
+    PriceObservation,
+    StopKind,
+    utcnow,
+)
 from scheduler.poller.offers import OfferPoller, history_source
+from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
 
@@ -76,7 +85,8 @@ def test_a_listed_price_history_never_holds_is_recorded_from_the_pass_that_saw_i
         update={"price_usd_per_hour": 3.0})], source)
     _at(ctx, now)
     assert hold_price(ctx, job) is None  # maybe history is being written: not yet
-    _at(ctx, now + timedelta(seconds=2))
+    # the next read (a market at time_scale 1 is polled like a real cloud)
+    _at(ctx, now + timedelta(seconds=max(OFFER_POLL_S, PRICE_CATCH_UP_S) + 1))
     saved = hold_price(ctx, ctx.store.jobs.get(job.id))
     assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [(now, 3.0)]
 
@@ -85,10 +95,29 @@ def test_the_last_change_before_the_end_is_billed_without_a_pass_seeing_it(setup
     ctx, _, source = setup
     job, now = _running(ctx, "job-end")
     series, start = job.placement.offer.key.series(), job.placement.started_at
-    ctx.store.offers.append_prices([_obs(series, now - timedelta(minutes=6), 4.0)], source)
-    _at(ctx, now)
+    # (after the replay market's own opening observation, which is at about now)
+    ctx.store.offers.append_prices([_obs(series, now + timedelta(minutes=1), 4.0)], source)
+    _at(ctx, now + timedelta(minutes=7))
     end_placement(ctx, job, PlacementEnd.SUCCEEDED)
     ended = job.placements[-1]
     assert ended.price_changes[-1].price_usd_per_hour == 4.0
-    assert ended.cost_usd() == pytest.approx(1.0 * (2 - 0.1) + 4.0 * 0.1)
-    assert (ended.ended_at - start) == 2 * H
+    assert (ended.ended_at - start) == 2 * H + timedelta(minutes=7)
+    assert ended.cost_usd() == pytest.approx(1.0 * (2 + 1 / 60) + 4.0 * 0.1)
+
+
+def test_the_max_is_held_to_the_latest_poll_even_before_history_has_the_price(setup):
+    ctx, _, source = setup
+    job, now = _running(ctx, "job-limit")
+    job.spec = job.spec.model_copy(update={"max_price_usd_per_hour": 2.0})
+    job = ctx.store.jobs.save(job)
+    [held] = ctx.store.offers.all_offers()
+    ctx.store.offers.replace_offers("aws", [held.model_copy(
+        update={"price_usd_per_hour": 3.0})], source)
+    _at(ctx, now)
+    hold_price(ctx, job)  # history has nothing new: the price is not recorded yet, but ...
+    saved = ctx.store.jobs.get(job.id)
+    assert saved.placement.price_changes == []
+    assert saved.stop_request.kind is StopKind.MAX_PRICE
+    assert saved.events[-1].kind == "max-price" and saved.events[-1].price_usd_per_hour == 3.0
+    assert "price $3.00/h is above max_price_usd_per_hour $2.00/h" in saved.events[-1].message
+    assert saved.state is JobState.CHECKPOINTING  # ... the job leaves at once
