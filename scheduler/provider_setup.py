@@ -10,9 +10,9 @@
       - kind: catalog                # public catalogs, display/planning only: CatalogConfig
         catalogs: [{provider: gcp, path: "${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv"}]
 
-A catalog whose provider name another entry also serves (a replayed market imitating ``gcp``
-beside a ``gcp`` catalog) lists its offers as ``gcp-catalog``; two adapters that can launch
-may not serve one name.
+Every provider name is served by one entry, real sources first: a replayed market imitating
+``gcp`` next to a ``gcp`` catalog lists its imitation as ``gcp-replay``; a catalog next to that
+cloud's own adapter is listed as ``aws-catalog``; two cloud adapters may not serve one name.
 
 Budgets (optional, same file): per-user limits in USD, applied to every job whose spec has that
 ``owner``, and a webhook that receives each budget alert (80, 90, 100 %) as a JSON POST
@@ -273,32 +273,47 @@ def _describe(entry: dict[str, Any]) -> str:
 
 
 def _separate_names(entries: list[dict[str, Any]], adapters: list[Provider]) -> None:
-    """Give every provider name one adapter: a display-only catalog yields a name another
-    entry serves (its offers are listed as ``<name>-catalog``, logged); two adapters that can
-    launch under one name are refused (their offers and instances would be mixed up).
-    Raises :class:`ProviderConfigError`."""
+    """Give every provider name one adapter, real sources first: two cloud adapters under one
+    name are refused; a public catalog yields a name a cloud adapter (or an earlier catalog)
+    serves, listing its offers as ``<name>-catalog``; a replayed market yields an imitated
+    cloud's name to any real source (or an earlier market), as ``<name>-replay``. Each rename
+    is logged. Adapters' own ``name`` (poller leases, metrics) is made unique too
+    (``catalog-2``). Raises :class:`ProviderConfigError`."""
     from providers.catalog.provider import CatalogProvider
+    from providers.replay.provider import ReplayProvider
+
+    def rank(adapter: Provider) -> int:
+        return 2 if isinstance(adapter, ReplayProvider) else 1 if isinstance(adapter, CatalogProvider) else 0
 
     owner: dict[str, int] = {}
     for i, adapter in enumerate(adapters):
-        if isinstance(adapter, CatalogProvider):
+        if rank(adapter) != 0:
             continue
         for name in sorted(provider_names(adapter)):
             if name in owner:
                 j = owner[name]
                 raise ProviderConfigError(
                     f"providers[{i}] ({_describe(entries[i])}) and providers[{j}] "
-                    f"({_describe(entries[j])}) both serve provider {name!r}: a replayed market "
-                    "imitating a cloud cannot run next to that cloud's adapter (or another "
-                    "market imitating it); name its offers' provider differently")
+                    f"({_describe(entries[j])}) both serve provider {name!r}: their offers and "
+                    "instances would be mixed up; keep one")
             owner[name] = i
     taken = set(owner)
-    for i, adapter in enumerate(adapters):
-        if isinstance(adapter, CatalogProvider):
-            for name, label in adapter.avoid_names(taken).items():
-                log.info("providers[%d] (catalog): %r is also served by another provider entry; "
-                         "this catalog's offers are listed as %r (display only)", i, name, label)
-            taken |= adapter.provider_names
+    for level, what in ((1, "display only"), (2, "a replayed market's imitation")):
+        for i, adapter in enumerate(adapters):
+            if rank(adapter) == level:
+                for name, label in adapter.avoid_names(taken).items():
+                    log.info("providers[%d] (%s): provider %r is also served by another entry "
+                             "(a real source first); this entry's offers are listed as %r (%s)",
+                             i, _describe(entries[i]), name, label, what)
+                taken |= provider_names(adapter)
+    seen: set[str] = set()
+    for adapter in adapters:
+        name, n = adapter.name, 2
+        while name in seen:
+            name, n = f"{adapter.name}-{n}", n + 1
+        if name != adapter.name:
+            adapter.name = name
+        seen.add(name)
 
 
 def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> list[Provider]:

@@ -4,11 +4,11 @@ and planning. A catalog provider cannot launch anything.
 Each configured catalog (a SkyPilot ``vms.csv`` at a path or URL) gives one spot offer and one
 on-demand offer per GPU configuration and location it prices; the offers carry the catalog's
 provider name (``aws``, ``gcp``, ``azure``, ``lambda``, ``vast``, or any name given). When
-another configured adapter already serves that name (a cloud's own adapter, or a replayed
-market imitating that cloud), the catalog's offers are listed as ``<name>-catalog`` instead
-(:meth:`CatalogProvider.avoid_names`), so display-only offers are never mixed with offers
-that can launch. Spot offers get ``default_spot_risk`` as interruption risk: catalogs carry
-none.
+that cloud's own adapter (or an earlier catalog) also serves the name, the catalog's offers
+are listed as ``<name>-catalog`` instead (:meth:`CatalogProvider.avoid_names`), so
+display-only offers never mix with offers that launch; a replayed market imitating the cloud
+yields the name to the catalog (see :func:`scheduler.provider_setup.build_providers`). Spot
+offers get ``default_spot_risk`` as interruption risk: catalogs carry none.
 """
 
 from __future__ import annotations

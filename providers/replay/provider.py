@@ -8,6 +8,11 @@ Routing: a replayed market may imitate several clouds (offers with ``provider: a
 ``provider: gcp``). ``provider_names`` is the set of every ``Offer.provider`` this market
 serves; the scheduler should route a launch to this provider whenever the offer's provider is
 in that set. ``name`` is that single provider name when there is one, else ``"replay"``.
+
+Next to a real source of one of those clouds (its adapter, or a public catalog), the imitation
+yields the name: :meth:`ReplayProvider.avoid_names` lists the market's ``aws`` offers as
+``aws-replay`` (and translates back in launch, describe and availability), so replayed and real
+offers, instances and price series never share a name.
 """
 
 from __future__ import annotations
@@ -53,13 +58,55 @@ class ReplayProvider:
                  agent_command: Sequence[str] | None = None, *,
                  idle_exit_s: float = DEFAULT_IDLE_EXIT_S) -> None:
         self.market = load_market(market_path)
-        self.provider_names: frozenset[str] = frozenset(self.market.provider_names)
+        # The provider name the scheduler sees for each cloud the market imitates (the
+        # market's own name unless avoid_names renamed it), and back.
+        self._labels = {n: n for n in self.market.provider_names}
+        self._names = dict(self._labels)
+        self.provider_names: frozenset[str] = frozenset(self._labels.values())
         self.name = (next(iter(self.provider_names)) if len(self.provider_names) == 1
                      else MULTI_PROVIDER_NAME)
         self.time_scale = self.market.time_scale
         self.state_dir = Path(state_dir).resolve()
         self._client = CloudClient(self.market.path, self.state_dir, agent_command,
                                    idle_exit_s=idle_exit_s, provider=self.name)
+
+    def avoid_names(self, taken: set[str]) -> dict[str, str]:
+        """List the offers of each imitated cloud whose name is in ``taken`` (served by a real
+        adapter or catalog, or an earlier market) as ``<name>-replay`` (``-replay-2``, ... if
+        taken too). Returns ``{market's name: name shown}`` of those renamed. Call before use."""
+        renamed = {}
+        for name in sorted(self._labels):
+            if name not in taken:
+                continue
+            label, n = f"{name}-replay", 2
+            while label in taken or label in self._labels.values():
+                label, n = f"{name}-replay-{n}", n + 1
+            self._labels[name] = renamed[name] = label
+        self._names = {label: name for name, label in self._labels.items()}
+        self.provider_names = frozenset(self._labels.values())
+        if len(self.provider_names) == 1:
+            self.name = next(iter(self.provider_names))
+        return renamed
+
+    def _shown(self, offer: Offer) -> Offer:
+        label = self._labels.get(offer.provider, offer.provider)
+        return offer if label == offer.provider else offer.model_copy(update={"provider": label})
+
+    def _shown_series(self, series: str) -> str:
+        provider, _, rest = series.partition("/")
+        return f"{self._labels.get(provider, provider)}/{rest}"
+
+    def _market_key(self, key: OfferKey) -> OfferKey:
+        name = self._names.get(key.provider, key.provider)
+        return key if name == key.provider else key.model_copy(update={"provider": name})
+
+    def _shown_instance(self, instance: Instance) -> Instance:
+        provider = self._labels.get(instance.provider, instance.provider)
+        offer = self._labels.get(instance.offer.provider, instance.offer.provider)
+        if (provider, offer) == (instance.provider, instance.offer.provider):
+            return instance
+        return instance.model_copy(update={
+            "provider": provider, "offer": instance.offer.model_copy(update={"provider": offer})})
 
     # ----- Provider protocol ----------------------------------------------------------------
     def list_offers(self) -> list[Offer]:
@@ -69,7 +116,7 @@ class ReplayProvider:
         Raises ``TransientError`` when the cloud cannot be reached or started.
         """
         resp = self._ok(self._client.request("GET", "/offers"), "list offers")
-        return [Offer.model_validate(o) for o in resp.json()["offers"]]
+        return [self._shown(Offer.model_validate(o)) for o in resp.json()["offers"]]
 
     def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
         """Price changes after ``since`` (aware UTC; all since the market's epoch when
@@ -77,7 +124,9 @@ class ReplayProvider:
         stamped with the wall time the market clock reached it. Raises ``TransientError``."""
         params = {"since": ensure_utc(since).isoformat()} if since is not None else None
         resp = self._ok(self._client.request("GET", "/prices", params=params), "poll prices")
-        return [PriceObservation.model_validate(o) for o in resp.json()["observations"]]
+        out = [PriceObservation.model_validate(o) for o in resp.json()["observations"]]
+        return [o if self._shown_series(o.series) == o.series
+                else o.model_copy(update={"series": self._shown_series(o.series)}) for o in out]
 
     def launch(self, request: LaunchRequest) -> Instance:
         """Launch ``request.offer`` as a local agent process (``POST /instances``).
@@ -89,7 +138,7 @@ class ReplayProvider:
         for another offer, ``TransientError`` when the cloud is unreachable.
         """
         body = {
-            "offer": request.offer.key.model_dump(mode="json"),
+            "offer": self._market_key(request.offer.key).model_dump(mode="json"),
             "client_token": request.client_token, "tags": request.tags,
             "agent_env": request.agent_env,
         }
@@ -97,7 +146,7 @@ class ReplayProvider:
         if resp.status_code == 409:
             raise CapacityError(_message(resp), provider=request.offer.provider,
                                 code=error_code(resp) or "InsufficientInstanceCapacity")
-        return _instance(self._ok(resp, "launch").json())
+        return self._shown_instance(_instance(self._ok(resp, "launch").json()))
 
     def terminate(self, instance_id: str) -> None:
         """Terminate an instance (``DELETE /instances/<id>``): its agent's process group gets
@@ -113,12 +162,13 @@ class ReplayProvider:
         with any preemption notice. Raises ``TransientError``."""
         params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
         resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
-        return [_instance(v) for v in resp.json()["instances"]]
+        return [self._shown_instance(_instance(v)) for v in resp.json()["instances"]]
 
     def unavailable_reason(self, key: OfferKey) -> str | None:
         """Why ``key`` cannot be launched now (spot trace reads 0, or unknown offer), else
         ``None``. Raises ``TransientError``."""
-        resp = self._client.request("GET", "/availability", params={"series": key.series()})
+        resp = self._client.request("GET", "/availability",
+                                    params={"series": self._market_key(key).series()})
         return self._ok(resp, "availability").json()["reason"]
 
     def close(self) -> None:
@@ -152,7 +202,8 @@ class ReplayProvider:
                 (self.state_dir / STATE_FILE).read_bytes()).epoch_wall
         except (OSError, ValueError):
             epoch = now
-        return self.market.offers_at(self.market.clock(epoch).market_s(now), now)
+        return [self._shown(o)
+                for o in self.market.offers_at(self.market.clock(epoch).market_s(now), now)]
 
     def cloud_url(self) -> str:
         """Base URL of the cloud process, starting it if needed."""

@@ -171,10 +171,11 @@ def test_the_catalog_example_runs_next_to_the_default_market(tmp_path):
     _needs_shared_data(block.text)
     (catalog,) = yaml.safe_load(block.text)["providers"]
     catalog["catalogs"] = [c for c in catalog["catalogs"] if "path" in c]  # no network here
-    adapters = build_providers(default_entries() + [catalog], REPO_ROOT, tmp_path)
-    ProviderRegistry(adapters)
-    offers = adapters[1].list_offers()
-    assert offers and {o.provider for o in offers} == {"gcp-catalog"}
+    replay, catalog = build_providers(default_entries() + [catalog], REPO_ROOT, tmp_path)
+    ProviderRegistry([replay, catalog])
+    offers = catalog.list_offers()
+    assert offers and {o.provider for o in offers} == {"gcp"}
+    assert replay.provider_names == {"aws", "gcp-replay"}
 
 
 # ----- commands --------------------------------------------------------------------------
