@@ -88,6 +88,11 @@ class ReplayProvider:
             self.name = next(iter(self.provider_names))
         return renamed
 
+    @property
+    def renamed(self) -> dict[str, str]:
+        """``{imitated cloud: name shown}`` for the names :meth:`avoid_names` changed."""
+        return {n: label for n, label in self._labels.items() if label != n}
+
     def _shown(self, offer: Offer) -> Offer:
         label = self._labels.get(offer.provider, offer.provider)
         return offer if label == offer.provider else offer.model_copy(update={"provider": label})

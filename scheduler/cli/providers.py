@@ -34,8 +34,11 @@ def _rows(provider: Any) -> list[tuple[str, str, str, bool, str]]:
     if check is None:
         market = getattr(getattr(provider, "market", None), "path", None)
         what = f"replayed market {market}" if market else "local adapter"
+        renamed = getattr(provider, "renamed", None) or {}
+        shown = "".join(f"; its {name} offers are listed as {label} (a real source serves "
+                        f"{name})" for name, label in sorted(renamed.items()))
         return [(provider.name, "-", "configuration", True,
-                 f"{what} loaded; no credentials needed")]
+                 f"{what} loaded; no credentials needed{shown}")]
     return [(r.provider, r.region, r.check, r.ok, r.detail) for r in check()]
 
 

@@ -136,7 +136,8 @@ def money_line(job: dict[str, Any]) -> Text:
     if d["on_demand_cost_usd"] is not None:
         text.append(f" · all on-demand: {_usd(d['on_demand_cost_usd'])}")
         if d["savings_pct"] is not None:
-            text.append(f" · saved {d['savings_pct']:.1f}%", style="bold green")
+            saved = round(d["savings_pct"], 1) + 0.0  # never "-0.0%"
+            text.append(f" · saved {saved:.1f}%", style="bold green")
     scales = {p.get("time_scale", 1.0) for p in _all_placements(job)}
     scale = max(scales, default=1.0)
     if scale != 1.0:
