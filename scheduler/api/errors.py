@@ -40,6 +40,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: _error("no such job or object"),
     409: _error("refused: the owner's budget is already spent"),
     413: _error("request body over the route's limit (scheduler.api.limits)"),
+    414: _error("query string over 8 KiB"),
     422: _error("invalid input; the message names the field"),
     503: _error("the state store (Redis) is unavailable, or too many large bodies are being "
                 "read at once; retry shortly"),

@@ -18,7 +18,8 @@ The limits (bytes), consistent with the spec and bundle limits of
 
 All bodies being read or handled at once hold at most :data:`BUFFERED_MAX_BYTES`; a body
 that would go past it is answered 503 with ``Retry-After``, so parallel large submissions
-cannot take the daemon's memory.
+cannot take the daemon's memory. A query string over :data:`QUERY_MAX_BYTES` is a 414
+(uvicorn's h11 server caps the request head at 16 KiB, its httptools server does not).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ SUBMIT_BODY_MAX_BYTES = 4 * -(-BUNDLE_MAX_BYTES // 3) + SPEC_JSON_MAX_BYTES
 SUBMIT_JSON_MAX_BYTES = SPEC_JSON_MAX_BYTES
 AGENT_BODY_MAX_BYTES = 2 * 1024 * 1024
 BUFFERED_MAX_BYTES = 3 * SUBMIT_BODY_MAX_BYTES
+QUERY_MAX_BYTES = 8 * 1024
 _BASE64 = (string.ascii_letters + string.digits + "+/=").encode()
 
 
@@ -78,6 +80,9 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers") or [])
         if not self.authorized(path, _bearer(headers.get(b"authorization"))):
             await _answer(send, 401, "missing or invalid bearer token")
+            return
+        if len(scope.get("query_string") or b"") > QUERY_MAX_BYTES:
+            await _answer(send, 414, f"query string over {QUERY_MAX_BYTES} bytes")
             return
         limit = self.limit_for(path)
         declared = headers.get(b"content-length")

@@ -37,11 +37,16 @@ class AgentPhase(str, Enum):
         return self in (AgentPhase.CHECKPOINTED, AgentPhase.SUCCEEDED, AgentPhase.FAILED)
 
 
+CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+
+
 class AgentReport(StrictModel):
     """One report from a node agent.
 
     - **checkpoint_id**: the newest checkpoint this agent committed (``None`` if none yet).
     - **restored_from**: the checkpoint restored before the command started, if any.
+      Checkpoint ids are at most 128 letters, digits, ``.``, ``_`` or ``-``: they name
+      objects in the store and go into the job's timeline.
     - **notice**: the preemption notice read from instance metadata, once seen.
     - **log_lines**: new output lines of the command since the previous report (at most 500).
     - **log_seq**: the number of ``log_lines[0]`` in the attempt's output (its first line is
@@ -49,13 +54,13 @@ class AgentReport(StrictModel):
       had to drop are noted; ``None`` from agents that do not number their lines.
     """
 
-    job_id: str
+    job_id: str = Field(max_length=200)
     attempt: int = Field(ge=1)
     phase: AgentPhase
     at: datetime
     exit_code: int | None = None
-    checkpoint_id: str | None = None
-    restored_from: str | None = None
+    checkpoint_id: str | None = Field(default=None, pattern=CHECKPOINT_ID_PATTERN)
+    restored_from: str | None = Field(default=None, pattern=CHECKPOINT_ID_PATTERN)
     notice: PreemptionNotice | None = None
     log_lines: list[str] = Field(default_factory=list, max_length=500)
     log_seq: int | None = Field(default=None, ge=0, le=2**53)

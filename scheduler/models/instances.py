@@ -33,7 +33,7 @@ class PreemptionNotice(StrictModel):
     ``action`` follows AWS's ``spot/instance-action``: ``terminate`` | ``stop`` | ``hibernate``.
     """
 
-    action: str = "terminate"
+    action: str = Field(default="terminate", max_length=32)
     action_at: datetime
     received_at: datetime | None = None
 

@@ -127,3 +127,36 @@ def test_a_refused_redis_command_is_a_500_and_an_outage_a_503(api, caplog):
     assert any(r.exc_info for r in caplog.records), caplog.text  # logged with its traceback
     answer = client.get("/test/down")
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "2"
+
+
+@pytest.mark.parametrize("field,value", [
+    ("checkpoint_id", "c" * 1_900_000),
+    ("checkpoint_id", "../../other-job/checkpoints/x"),
+    ("restored_from", "r" * 129),
+    ("notice", {"action": "a" * 1_000_000, "action_at": "2026-11-30T12:02:00Z"}),
+], ids=["long checkpoint id", "checkpoint id with slashes", "long restored_from", "long notice"])
+def test_report_ids_are_bounded_and_nothing_is_written(api, field, value):
+    """A new checkpoint id is written into the job's timeline and its stored report: an
+    agent token cannot make either grow by megabytes per heartbeat."""
+    client, store, _, job_id = api
+    _place(store, job_id, 1)
+    before = store.jobs.get(job_id)
+    body = {"job_id": job_id, "attempt": 1, "phase": "running", "at": "2026-11-30T12:00:00Z",
+            field: value}
+    answer = client.post("/v1/agent/i-1/report", json=body,
+                         headers={"Authorization": f"Bearer {AgentTokens(SECRET).issue(job_id, 1)}"})
+    assert answer.status_code == 422, answer.text[:300]
+    assert field in answer.text and len(answer.content) < 2000
+    assert store.agents.last_report(job_id, 1) is None
+    assert store.jobs.get(job_id).events == before.events
+
+
+def test_a_checkpoint_id_as_agents_make_them_is_accepted(api):
+    client, store, _, job_id = api
+    _place(store, job_id, 1)
+    body = {"job_id": job_id, "attempt": 1, "phase": "running", "at": "2026-11-30T12:00:00Z",
+            "checkpoint_id": "1764504000000-a1", "restored_from": "1764500000000-a0"}
+    answer = client.post("/v1/agent/i-1/report", json=body,
+                         headers={"Authorization": f"Bearer {AgentTokens(SECRET).issue(job_id, 1)}"})
+    assert answer.status_code == 200, answer.text
+    assert store.agents.last_report(job_id, 1).checkpoint_id == "1764504000000-a1"

@@ -28,7 +28,10 @@ def client(redis_client, tmp_path):
     return TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
 
 
-@pytest.mark.parametrize("text", OUT_OF_RANGE)
+IDS = [t if len(t) < 30 else f"{len(t)} digits" for t in OUT_OF_RANGE]
+
+
+@pytest.mark.parametrize("text", OUT_OF_RANGE, ids=IDS)
 def test_parse_when_refuses_times_out_of_range_naming_the_field(text):
     with pytest.raises(QueryError) as caught:
         parse_when(text, "since")
@@ -36,7 +39,7 @@ def test_parse_when_refuses_times_out_of_range_naming_the_field(text):
     assert len(str(caught.value)) < 200  # a 4,000-digit input is not echoed whole
 
 
-@pytest.mark.parametrize("text", OUT_OF_RANGE)
+@pytest.mark.parametrize("text", OUT_OF_RANGE, ids=IDS)
 @pytest.mark.parametrize("method,path,field", [
     ("GET", "/v1/history", "since"), ("GET", "/v1/history", "until"),
     ("GET", "/v1/history/points", "since"), ("GET", "/v1/offers", "at"),

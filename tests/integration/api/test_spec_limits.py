@@ -75,6 +75,12 @@ def test_routes_without_a_bundle_take_a_spec_sized_body(client):
     assert answer.status_code == 413 and f"over {body_limits.BODY_MAX_BYTES}" in answer.text
 
 
+def test_a_query_string_over_its_limit_is_a_414(client):
+    answer = client.get("/v1/history", params={"gpu": "V" * body_limits.QUERY_MAX_BYTES})
+    assert answer.status_code == 414 and "query string" in answer.json()["detail"]
+    assert client.get("/v1/history", params={"gpu": "V" * 1000}).status_code == 200
+
+
 def test_a_huge_value_in_the_wrong_place_is_not_echoed(client):
     answer = client.post("/v1/jobs", json={"spec": "x" * (8 * 2**20)})
     assert answer.status_code == 422 and len(answer.content) < 2000
