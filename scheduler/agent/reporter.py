@@ -6,8 +6,9 @@ at any moment: an ordinary report that fails is dropped (its log lines stay queu
 one); a final report is retried for up to 10 minutes.
 
 Output lines wait in a spool in memory until a report carrying them is answered: at most
-``MAX_QUEUED_LINES`` lines and ``MAX_QUEUED_BYTES`` bytes (UTF-8), each line cut to
-``MAX_LINE_CHARS`` characters. When a limit is hit the oldest lines are dropped (the newest
+``MAX_QUEUED_LINES`` lines and ``MAX_QUEUED_BYTES`` bytes (as sent, JSON-escaped), each line
+cut to ``MAX_LINE_CHARS`` characters; one report carries at most ``LINES_PER_REPORT`` lines
+and ``MAX_REPORT_LOG_BYTES`` of them. When a limit is hit the oldest lines are dropped (the newest
 are kept; the instance's ``WORK_DIR/job.log`` keeps everything). Lines are numbered in the
 order the job printed them and each report says the number of its first line
 (``AgentReport.log_seq``), so the daemon stores each line once, in order, however often a
@@ -23,6 +24,7 @@ any report.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import deque
@@ -46,6 +48,9 @@ LINES_PER_REPORT = 500  # AgentReport.log_lines accepts at most 500
 MAX_QUEUED_LINES = 20_000
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_LINE_CHARS = 4000
+# The log lines of one report, as JSON: well under the API's agent body limit (2 MiB), which
+# 500 long lines of non-ASCII text would exceed (a refused report would stall the spool).
+MAX_REPORT_LOG_BYTES = 1024 * 1024
 # Reports one send may chain to empty the spool after an outage (20 × 500 lines): the main
 # loop goes back to watching the notice in between.
 MAX_REPORTS_PER_SEND = 20
@@ -60,7 +65,8 @@ class ReportNotDelivered(Exception):
 
 
 def _size(line: str) -> int:
-    return len(line.encode("utf-8", errors="replace")) + 1
+    """Bytes ``line`` takes in a report's JSON at most (escaped, quoted, a separator)."""
+    return len(json.dumps(line)) + 1
 
 
 def _transient(exc: BaseException) -> bool:
@@ -93,7 +99,7 @@ class Reporter:
             timeout=httpx.Timeout(REPORT_TIMEOUT_S, connect=REPORT_CONNECT_TIMEOUT_S),
             transport=transport,
         )
-        self._lines: deque[tuple[int, str]] = deque()
+        self._lines: deque[tuple[int, str, int]] = deque()  # number, line, _size(line)
         self._max_lines, self._max_bytes = max_queued_lines, max_queued_bytes
         self._bytes = 0
         self._next_seq = 0
@@ -108,14 +114,14 @@ class Reporter:
         """Queue one output line (without its newline) for the next report; when the spool is
         full, the oldest queued line is dropped (see the module docstring)."""
         line = line[:MAX_LINE_CHARS]
+        size = _size(line)
         with self._lock:
-            self._lines.append((self._next_seq, line))
-            self._bytes += _size(line)
+            self._lines.append((self._next_seq, line, size))
+            self._bytes += size
             self._next_seq += 1
             while len(self._lines) > 1 and (len(self._lines) > self._max_lines
                                             or self._bytes > self._max_bytes):
-                _, old = self._lines.popleft()
-                self._bytes -= _size(old)
+                self._bytes -= self._lines.popleft()[2]
                 self._dropped += 1
                 if self._dropped == 1:
                     logger.warning("output spool full (%d lines, %d bytes): dropping the oldest "
@@ -127,18 +133,28 @@ class Reporter:
             return len(self._lines)
 
     def _batch(self) -> tuple[list[str], int | None, int | None]:
-        """Up to LINES_PER_REPORT queued lines, the first and the last one's numbers."""
+        """The oldest queued lines one report carries (at most LINES_PER_REPORT and
+        MAX_REPORT_LOG_BYTES, at least one line), the first and the last one's numbers."""
+        batch: list[tuple[int, str, int]] = []
+        size = 0
         with self._lock:
-            batch = list(islice(self._lines, LINES_PER_REPORT))
+            for entry in islice(self._lines, LINES_PER_REPORT):
+                size += entry[2]
+                if batch and size > MAX_REPORT_LOG_BYTES:
+                    break
+                batch.append(entry)
         if not batch:
             return [], None, None
-        return [line for _, line in batch], batch[0][0], batch[-1][0]
+        return [line for _, line, _ in batch], batch[0][0], batch[-1][0]
 
     def _acknowledge(self, last_seq: int | None) -> None:
         with self._lock:
             while last_seq is not None and self._lines and self._lines[0][0] <= last_seq:
-                _, line = self._lines.popleft()
-                self._bytes -= _size(line)
+                self._bytes -= self._lines.popleft()[2]
+
+    def _more_than_one_report(self) -> bool:
+        lines, _, _ = self._batch()
+        return len(lines) < self.queued_lines()
 
     def _post(self, phase: AgentPhase, fields: dict[str, Any]) -> AgentCommand:
         """One POST; raises :class:`ReportNotDelivered`."""
@@ -210,7 +226,7 @@ class Reporter:
         """Deliver a final report (succeeded / failed / checkpointed), retrying transient
         failures with backoff (capped at 5 s) for up to 10 minutes.
 
-        Queued output beyond one report's 500 lines is sent first, in reports of
+        Queued output beyond what one report carries is sent first, in reports of
         ``interim_phase`` (the phase the daemon last saw), within the same retries, so the
         final report goes only with the last lines: once the daemon has it, it takes no more
         output of this attempt.
@@ -224,7 +240,7 @@ class Reporter:
         try:
             for attempt in retrying(f"final report {phase.value}", _transient, on_wait):
                 with attempt:
-                    while self.queued_lines() > LINES_PER_REPORT:
+                    while self._more_than_one_report():
                         self._post(interim_phase, dict(interim))
                     command = self._post(phase, dict(fields))
         except ReportNotDelivered as exc:

@@ -24,6 +24,7 @@ from scheduler.models.agents import AgentPhase, AgentReport
 from scheduler.models.jobs import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from scheduler.store.jobs import cap_log_line
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
 from tests.fixtures.redis_server import free_port
@@ -188,3 +189,16 @@ def test_a_report_sent_again_adds_its_lines_once(store, api):
     more = {**body, "log_lines": ["b", "c"], "log_seq": 1}
     assert httpx.post(f"{api.url}/v1/agent/i-1/report", json=more, headers=headers).is_success
     assert store.jobs.logs(job.id) == ["a", "b", "c"]
+
+
+def test_long_non_ascii_lines_go_in_reports_the_api_accepts(store, api):
+    job = _running_job(store, "true")
+    reporter = Reporter(api.url, AgentTokens(SECRET).issue(job.id, 1), "i-1", job.id, 1)
+    # 500 lines of 3,990 three-byte characters (a progress bar): 12 KB each, 6 MB in all,
+    # more than one report may carry.
+    lines = [f"{n:03d} " + "\u2588" * 3990 for n in range(500)]
+    for line in lines:
+        reporter.add_line(line)
+    assert reporter.send(AgentPhase.RUNNING) is not None
+    assert reporter.queued_lines() == 0
+    assert store.jobs.logs(job.id) == [cap_log_line(line) for line in lines]  # stored cut
