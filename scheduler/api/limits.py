@@ -16,9 +16,11 @@ The limits (bytes), consistent with the spec and bundle limits of
 - ``/v1/agent/…``: :data:`AGENT_BODY_MAX_BYTES` (500 log lines of 4 KiB).
 - every other route: :data:`BODY_MAX_BYTES` (a job spec and a few fields).
 
-All bodies being read or handled at once hold at most :data:`BUFFERED_MAX_BYTES`; a body
-that would go past it is answered 503 with ``Retry-After``, so parallel large submissions
-cannot take the daemon's memory. A query string over :data:`QUERY_MAX_BYTES` is a 414
+Bodies being read or handled at once may take at most :data:`BUFFERED_MAX_BYTES` of
+memory, each counted as :data:`HANDLING_FACTOR` times its size (a submission is held as bytes,
+then as the parsed JSON's text, then decoded and checked: ~1 s and ~0.4 GB for a 60 MiB
+body); a body that would go past it is answered 503 with ``Retry-After``, so parallel large
+submissions cannot take the daemon's memory (two at the largest size fit at once). A query string over :data:`QUERY_MAX_BYTES` is a 414
 (uvicorn's h11 server caps the request head at 16 KiB, its httptools server does not).
 """
 
@@ -38,7 +40,8 @@ BODY_MAX_BYTES = SPEC_JSON_MAX_BYTES
 SUBMIT_BODY_MAX_BYTES = 4 * -(-BUNDLE_MAX_BYTES // 3) + SPEC_JSON_MAX_BYTES
 SUBMIT_JSON_MAX_BYTES = SPEC_JSON_MAX_BYTES
 AGENT_BODY_MAX_BYTES = 2 * 1024 * 1024
-BUFFERED_MAX_BYTES = 3 * SUBMIT_BODY_MAX_BYTES
+HANDLING_FACTOR = 4
+BUFFERED_MAX_BYTES = 1024 * 1024 * 1024
 QUERY_MAX_BYTES = 8 * 1024
 _BASE64 = (string.ascii_letters + string.digits + "+/=").encode()
 
@@ -103,19 +106,17 @@ class BodyLimitMiddleware:
                 if size > limit:
                     await _answer(send, 413, f"request body over {limit} bytes")
                     return
-                # the joined copy below doubles the body for a moment: hold twice its size
-                if self.buffered + 2 * len(chunk) > self.buffered_max:
+                cost = HANDLING_FACTOR * len(chunk)
+                if self.buffered + cost > self.buffered_max:
                     await _answer(send, 503, "too many large request bodies at once; retry "
                                              "shortly", retry_after=2)
                     return
-                self.buffered += 2 * len(chunk)
-                held += 2 * len(chunk)
+                self.buffered += cost
+                held += cost
                 chunks.append(chunk)
                 more = message.get("more_body", False)
             body = b"".join(chunks)
             del chunks
-            self.buffered -= size
-            held -= size
             most = self.json_limit_for(path)
             if most is not None and (outside := len(body.translate(None, _BASE64))) > most:
                 await _answer(send, 413, f"spec: the body holds {outside} bytes of JSON besides "

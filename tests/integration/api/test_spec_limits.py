@@ -132,7 +132,7 @@ def test_parallel_large_bodies_past_the_buffer_budget_get_a_503_to_retry():
 
     middleware = body_limits.BodyLimitMiddleware(app, limit_for=lambda _: 10_000,
                                                  authorized=lambda *_: True,
-                                                 buffered_max=2 * 6_000)
+                                                 buffered_max=body_limits.HANDLING_FACTOR * 6_000)
 
     async def run():
         transport = httpx.ASGITransport(app=middleware)
