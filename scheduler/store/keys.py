@@ -123,7 +123,7 @@ METRIC_PROVIDER_ERRORS = f"{PREFIX}:metrics:provider-errors"  # hash "provider|o
 # --- several replicas (issue 7): fences, service leases, what replicas must share ---------
 SHARED_OWNER = f"{PREFIX}:config:owner"          # instance ownership tag of this installation
 SHARED_STORE_URL = f"{PREFIX}:config:store-url"  # checkpoint store URL every replica uses
-RECONCILERS = f"{PREFIX}:reconcilers"            # zset lease holder -> last pass ms
+RECONCILERS = f"{PREFIX}:reconcilers"            # zset replica id -> last pass ms
 ORPHAN_SWEEP_LEASE = lease("orphan-sweep")
 
 
