@@ -18,7 +18,7 @@ The limits (bytes), consistent with the spec and bundle limits of
 
 Bodies being read or handled at once may take at most :data:`BUFFERED_MAX_BYTES` of
 memory, each counted as :data:`HANDLING_FACTOR` times its size (a submission is held as bytes,
-then as the parsed JSON's text, then decoded and checked: ~1 s and ~0.4 GB for a 60 MiB
+then as the parsed JSON's text, then decoded and checked: ~2 s and ~300 MB for a 60 MiB
 body); a body that would go past it is answered 503 with ``Retry-After``, so parallel large
 submissions cannot take the daemon's memory (two at the largest size fit at once). A query string over :data:`QUERY_MAX_BYTES` is a 414
 (uvicorn's h11 server caps the request head at 16 KiB, its httptools server does not).
@@ -40,7 +40,7 @@ BODY_MAX_BYTES = SPEC_JSON_MAX_BYTES
 SUBMIT_BODY_MAX_BYTES = 4 * -(-BUNDLE_MAX_BYTES // 3) + SPEC_JSON_MAX_BYTES
 SUBMIT_JSON_MAX_BYTES = SPEC_JSON_MAX_BYTES
 AGENT_BODY_MAX_BYTES = 2 * 1024 * 1024
-HANDLING_FACTOR = 4
+HANDLING_FACTOR = 5
 BUFFERED_MAX_BYTES = 1024 * 1024 * 1024
 QUERY_MAX_BYTES = 8 * 1024
 _BASE64 = (string.ascii_letters + string.digits + "+/=").encode()
