@@ -279,7 +279,8 @@ def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
 
 
 def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table:
-    table = new_table("offers, USD/hour (risk: monthly interruption frequency)", expand=False)
+    table = new_table("offers, USD/hour (risk: monthly interruption frequency; age: since "
+                      "the price started)", expand=False)
     table.add_column("GPU", no_wrap=True)
     table.add_column("VRAM", justify="right", no_wrap=True)
     table.add_column("provider/zone", no_wrap=True)
@@ -289,7 +290,7 @@ def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table
     if market != "on-demand":
         table.add_column("spot", justify="right", no_wrap=True)
         table.add_column("risk", justify="right", no_wrap=True)
-    table.add_column("price age", justify="right", no_wrap=True)  # since the price started
+    table.add_column("age", justify="right", no_wrap=True)  # of the price: since it started
     for r in rows:
         cells = [f"{r['gpu_count']}x {r['gpu_model']}", f"{r['vram_gib']:g}G",
                  f"{r['provider']}/{r['zone']}", r["instance_type"]]

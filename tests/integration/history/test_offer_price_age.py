@@ -70,7 +70,7 @@ def test_age_grows_while_the_price_holds_and_restarts_when_it_changes(store, rep
     assert abs(datetime.fromisoformat(changed["price_since"]) - step.observed_at) < MS  # ms stored
 
     table = render.offers_table([changed])
-    assert "price age" in [c.header for c in table.columns]
+    assert table.columns[-1].header == "age" and "age: since the price started" in table.title
     assert list(table.columns[-1].cells) == [render.price_age(changed["price_age_s"])]
 
 
