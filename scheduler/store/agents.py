@@ -96,8 +96,8 @@ class AgentStore:
             self._jobs.append_logs(job_id, lines)
             return len(lines)
         return int(self._append(
-            keys=[keys.job_logs(job_id), keys.job_log_seq(job_id, report.attempt)],
-            args=[report.log_seq, JOB_LOG_MAX_LINES, _AGENT_KEY_TTL_S,
+            keys=[keys.job_logs(job_id), keys.job_log_seq(job_id)],
+            args=[report.log_seq, JOB_LOG_MAX_LINES, report.attempt,
                   "[gpu-arbiter] ", f" output line(s) of attempt {report.attempt} were "
                   "dropped by its agent while the daemon was unreachable (its spool was "
                   "full); the instance's job.log has them", *lines]))

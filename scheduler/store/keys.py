@@ -30,9 +30,10 @@ def job_logs(job_id: str) -> str:
     return f"{PREFIX}:job:{{{job_id}}}:logs"
 
 
-def job_log_seq(job_id: str, attempt: int) -> str:
-    """Sequence number of the next output line of the attempt's agent the job's log expects."""
-    return f"{PREFIX}:job:{{{job_id}}}:logseq:{attempt}"
+def job_log_seq(job_id: str) -> str:
+    """``"<attempt>:<n>"``: the job's log has the output of the attempt's agent up to its line
+    n - 1 (only the current attempt's agent adds output)."""
+    return f"{PREFIX}:job:{{{job_id}}}:logseq"
 
 
 def job_lease(job_id: str) -> str:

@@ -64,13 +64,21 @@ return value
 
 # Append an agent's output lines to the job's log, each line once, in order, whatever reports
 # are sent again (an answer lost) or cut short (lines the agent had to drop).
-# KEYS[1]: the job's log list. KEYS[2]: the attempt's next expected line number.
-# ARGV[1]: number of the first line given. ARGV[2]: lines the log keeps. ARGV[3]: TTL of
-# KEYS[2] in s. ARGV[4], ARGV[5]: text before and after the count of a note on missing lines.
-# ARGV[6..]: the lines. Lines numbered below KEYS[2] are already there and skipped; a gap before
-# the first line is noted in the log. Returns how many lines were appended.
+# KEYS[1]: the job's log list. KEYS[2]: "<attempt>:<next expected line number>" (one attempt
+# adds output at a time; another attempt's number starts from 0).
+# ARGV[1]: number of the first line given. ARGV[2]: lines the log keeps. ARGV[3]: the attempt.
+# ARGV[4], ARGV[5]: text before and after the count of a note on missing lines.
+# ARGV[6..]: the lines. Lines numbered below the expected one are already there and skipped; a
+# gap before the first line is noted in the log. Returns how many lines were appended.
 APPEND_AGENT_LINES = """
-local expected = tonumber(redis.call('GET', KEYS[2]) or '0')
+local expected = 0
+local stored = redis.call('GET', KEYS[2])
+if stored then
+  local sep = string.find(stored, ':', 1, true)
+  if sep and string.sub(stored, 1, sep - 1) == ARGV[3] then
+    expected = tonumber(string.sub(stored, sep + 1)) or 0
+  end
+end
 local first = tonumber(ARGV[1])
 local n = #ARGV - 5
 local skip = expected - first
@@ -78,7 +86,7 @@ if skip >= n then
   return 0
 end
 if skip < 0 then
-  redis.call('RPUSH', KEYS[1], ARGV[4] .. tostring(-skip) .. ARGV[5])
+  redis.call('RPUSH', KEYS[1], ARGV[4] .. string.format('%d', -skip) .. ARGV[5])
   skip = 0
 end
 local pushed = 0
@@ -90,6 +98,6 @@ while from <= #ARGV do
   from = to + 1
 end
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
-redis.call('SET', KEYS[2], first + n, 'EX', tonumber(ARGV[3]))
+redis.call('SET', KEYS[2], ARGV[3] .. ':' .. string.format('%d', first + n))
 return pushed
 """

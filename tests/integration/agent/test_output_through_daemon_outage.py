@@ -189,6 +189,15 @@ def test_a_report_sent_again_adds_its_lines_once(store, api):
     more = {**body, "log_lines": ["b", "c"], "log_seq": 1}
     assert httpx.post(f"{api.url}/v1/agent/i-1/report", json=more, headers=headers).is_success
     assert store.jobs.logs(job.id) == ["a", "b", "c"]
+    # The next attempt's agent numbers its output from 0 again.
+    job = store.jobs.get(job.id)
+    job.attempt = 2
+    job.placement = job.placement.model_copy(update={"attempt": 2, "client_token": "t-2"})
+    store.jobs.save(job)
+    headers = {"Authorization": f"Bearer {AgentTokens(SECRET).issue(job.id, 2)}"}
+    second = {**body, "attempt": 2, "log_lines": ["x"], "log_seq": 0}
+    assert httpx.post(f"{api.url}/v1/agent/i-1/report", json=second, headers=headers).is_success
+    assert store.jobs.logs(job.id) == ["a", "b", "c", "x"]
 
 
 def test_long_non_ascii_lines_go_in_reports_the_api_accepts(store, api):
