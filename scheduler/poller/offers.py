@@ -18,7 +18,7 @@ from datetime import datetime
 from policies.observed_risk import blended_risk
 from providers.base import Provider
 from providers.errors import ProviderError
-from providers.replay import ReplayProvider
+from providers.replay import ReplayMarket
 from scheduler.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
@@ -39,18 +39,25 @@ def _with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) ->
     return offer.model_copy(update={"interruption_risk": risk})
 
 
+def replayed_market(provider: Provider) -> ReplayMarket | None:
+    """The market a replay adapter replays, else ``None``. Read as an attribute, not by the
+    adapter's class: the daemon wraps adapters (error counting) and the wrapper passes
+    attributes through."""
+    market = getattr(provider, "market", None)
+    return market if isinstance(market, ReplayMarket) else None
+
+
 def history_source(provider: Provider) -> str:
     """The history source a provider's prices belong to: ``replay:<market name>`` for a
     replayed market, ``real`` for everything else (cloud APIs, public catalogs)."""
-    if isinstance(provider, ReplayProvider):
-        return for_market(provider.market.name)
-    return REAL
+    market = replayed_market(provider)
+    return REAL if market is None else for_market(market.name)
 
 
-def quoted_prices(provider: ReplayProvider) -> dict[str, set[float]]:
+def quoted_prices(market: ReplayMarket) -> dict[str, set[float]]:
     """Series key → every price (USD/hour) a replayed market quotes for it."""
     out: dict[str, set[float]] = {}
-    for offer in provider.market.offers:
+    for offer in market.offers:
         for market in offer.markets():
             prices = out.setdefault(offer.key(market).series(), set())
             if market is Market.ON_DEMAND:
@@ -96,17 +103,18 @@ class OfferPoller:
         # Per-poll availability samples feed the v2 policy's up/down run estimates.
         self.store.offers.record_samples(names | set(by_name),
                                          [o.key.series() for o in offers])
-        if not self._legacy_checked and isinstance(self.provider, ReplayProvider):
-            self._adopt_legacy(self.provider)
+        market = replayed_market(self.provider)
+        if not self._legacy_checked and market is not None:
+            self._adopt_legacy(market)
         self.store.offers.append_prices(observations, self.source)
         self.last_prices_at = started
         self.last_error = None
         return len(offers)
 
-    def _adopt_legacy(self, provider: ReplayProvider) -> None:
+    def _adopt_legacy(self, market: ReplayMarket) -> None:
         """Once per poller, before its first append: this market's series stored before
         history sources existed move to its source (:mod:`scheduler.store.history_legacy`)."""
-        done = adopt_legacy(self.store.redis, quoted_prices(provider), self.source)
+        done = adopt_legacy(self.store.redis, quoted_prices(market), self.source)
         self._legacy_checked = True
         if done.moved:
             log.warning("moved %d price series stored before history sources existed into %s "

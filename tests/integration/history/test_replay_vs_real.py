@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from providers.replay import ReplayProvider, shutdown_cloud
+from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import history as history_service
 from scheduler.services.history_import import import_path
@@ -58,7 +59,7 @@ def files(data_dir):
 
 
 def test_real_dumps_and_a_running_replay_market_stay_apart(store, data_dir, files, replay):
-    poll = OfferPoller(store, replay)
+    poll = OfferPoller(store, counted([replay], store.redis)[0])  # wrapped as the daemon does
     assert poll() == 2  # the market runs: its spot and on-demand offer are stored
     import_path(store, data_dir / DUMPS)  # the real dumps, while the market keeps running
     time.sleep(1.5)  # past the replayed spot step (0.02 market hours)
