@@ -30,8 +30,9 @@ import numpy as np
 from scheduler.simulator.market import SimMarket, SimulationError
 
 MAX_CELLS = 1e11
-"""Refuse DPs with more (run × offer × band cell) updates than this: about 2e8 are made per
-second on one shared core (``benchmarks/policies/RESULTS-optimum.md``), so ~10 minutes."""
+"""Refuse DPs with more (run × offer × band cell) updates than this: 0.8-2e8 are made per
+second on one shared core (``benchmarks/policies/RESULTS-optimum.md``), so 8-20 minutes."""
+CELLS_PER_S = 1e8
 CHUNK_RUNS = 32
 
 
@@ -116,7 +117,7 @@ def optimal_cost(market: SimMarket, compute_h: float, restart_overhead_h: float,
     cells = model.cells(len(starts), len(offers))
     if cells > MAX_CELLS:
         raise SimulationError(f"the optimum DP is too large ({cells:.2g} cell updates, about "
-                              f"{cells / 2e8 / 60:.0f} min; limit {MAX_CELLS:.0g}): fewer runs, "
+                              f"{cells / CELLS_PER_S / 60:.0f} min; limit {MAX_CELLS:.0g}): fewer runs, "
                               "a shorter deadline or no optimum (--no-optimum)")
     parts = [_sweep(market, starts[i:i + CHUNK_RUNS], offers, model, dl_ticks)
              for i in range(0, len(starts), CHUNK_RUNS)]
