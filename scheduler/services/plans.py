@@ -122,12 +122,15 @@ def _history_prices(store: Store, offers: list[Offer], start_ms: int, end_ms: in
 def _offers_from_history(store: Store) -> list[Offer]:
     """Offers rebuilt from each series' latest price (hardware from the map)."""
     from scheduler.services.history import select_series
+    from scheduler.store.history_sources import REAL
 
     history = store.offers.history
     matched = [(s, k, hw) for s, k, hw in select_series(store) if hw]
-    metas = history.metas([s for s, _, _ in matched])
+    # select_series lists real history: read those series there, whatever lists them now.
+    metas = history.metas([s for s, _, _ in matched], REAL)
     # Every point is at or before the newest last_seen: one batch gives each series' last price.
-    latest = history.prices_at(list(metas), max((m.last_seen_ms for m in metas.values()), default=0))
+    latest = history.prices_at(list(metas), max((m.last_seen_ms for m in metas.values()), default=0),
+                               REAL)
     out = []
     for series, key, hw in matched:
         meta, found = metas.get(series), latest.get(series)
