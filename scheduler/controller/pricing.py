@@ -7,10 +7,12 @@ price observations to price history, in the provider's history source (a replaye
 own; :func:`scheduler.poller.offers.history_source`): AWS and Alibaba stamp a spot price with
 the time it took effect, a replayed market with the wall time its clock reached the step.
 
-Recording: at most every :data:`~scheduler.timing.PRICE_CATCH_UP_S` (and once per offer poll)
-per placement, the changes history holds after the placement's latest recorded price are
-appended to it, each with its own time, in one job write; so is the last stretch when the
-placement ends (:func:`scheduler.controller.transitions.end_placement`). The bill is exact
+Recording: once every :data:`~scheduler.timing.PRICE_CATCH_UP_S` (and at most once per offer
+poll) per placement, at a phase of its own (:class:`~scheduler.controller.throttle.Spread`: the
+running jobs' reads and writes are spread over the interval), the changes history holds after
+the placement's latest recorded price are appended to it, each with its own time, in one job
+write; so is the last stretch when the placement ends
+(:func:`scheduler.controller.transitions.end_placement`). The bill is exact
 whenever it is read after that; a running job's cost so far may miss the last
 ``PRICE_CATCH_UP_S`` of changes (batching keeps a market whose prices move every second from
 writing every running job every pass). A price the latest offers list but history never holds
@@ -37,13 +39,13 @@ from datetime import datetime
 
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import MarketSnapshot, snapshot
-from scheduler.controller.throttle import Throttle
+from scheduler.controller.throttle import Spread
 from scheduler.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
 from scheduler.poller.offers import history_source
 from scheduler.store.history_sources import REAL
 from scheduler.timing import PRICE_CATCH_UP_S
 
-_catch_ups = Throttle()
+_catch_ups = Spread()  # spread: 1,000 jobs catch up over the interval, not in one pass
 # (job id, attempt) → (price, wall time) of a latest-offers price history did not hold yet.
 _unmatched: dict[tuple[str, int], tuple[float, datetime]] = {}
 _UNMATCHED_MAX = 100_000
@@ -109,8 +111,9 @@ def left_over_max(ctx: Context, job: Job) -> str | None:
 
 def _record_prices(ctx: Context, job: Job, placement: Placement, listed: Offer | None,
                    every_s: float) -> bool:
-    """Catch up with price history at most every ``every_s``, at once when the latest poll's
-    price is new and above the job's max; ``True`` when a change was recorded."""
+    """Catch up with price history once every ``every_s`` (at the placement's own phase), at
+    once when the latest poll's price is new and above the job's max; ``True`` when a change
+    was recorded."""
     now = ctx.clock()
     key = (job.id, placement.attempt)
     listed_price = listed.price_usd_per_hour if listed is not None else None

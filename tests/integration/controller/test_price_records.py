@@ -32,6 +32,8 @@ offers:
      vram_gib: 16, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 1.0}
 """
 H = timedelta(hours=1)
+# One read period of a placement (a market at time_scale 1 is polled like a real cloud).
+EVERY = timedelta(seconds=max(OFFER_POLL_S, PRICE_CATCH_UP_S))
 
 
 @pytest.fixture
@@ -69,7 +71,9 @@ def test_a_price_that_moved_and_came_back_within_one_poll_is_billed(setup):
     series, start = job.placement.offer.key.series(), job.placement.started_at
     t1, t2 = start + H, start + H + timedelta(minutes=30)
     ctx.store.offers.append_prices([_obs(series, t1, 2.0), _obs(series, t2, 1.0)], source)
-    _at(ctx, now)  # the latest offers still say $1.00: only the periodic read sees it
+    _at(ctx, now)
+    assert hold_price(ctx, job) is None  # a placement's first pass starts its read period
+    _at(ctx, now + EVERY)  # the latest offers still say $1.00: only the periodic read sees it
     saved = hold_price(ctx, job)
     assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [
         (t1, 2.0), (t2, 1.0)]
@@ -84,11 +88,13 @@ def test_a_listed_price_history_never_holds_is_recorded_from_the_pass_that_saw_i
     ctx.store.offers.replace_offers("aws", [held.model_copy(
         update={"price_usd_per_hour": 3.0})], source)
     _at(ctx, now)
+    assert hold_price(ctx, job) is None  # a placement's first pass starts its read period
+    _at(ctx, now + EVERY)
     assert hold_price(ctx, job) is None  # maybe history is being written: not yet
-    # the next read (a market at time_scale 1 is polled like a real cloud)
-    _at(ctx, now + timedelta(seconds=max(OFFER_POLL_S, PRICE_CATCH_UP_S) + 1))
+    _at(ctx, now + 2 * EVERY)
     saved = hold_price(ctx, ctx.store.jobs.get(job.id))
-    assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [(now, 3.0)]
+    assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [
+        (now + EVERY, 3.0)]
 
 
 def test_the_last_change_before_the_end_is_billed_without_a_pass_seeing_it(setup):
@@ -114,7 +120,7 @@ def test_the_max_is_held_to_the_latest_poll_even_before_history_has_the_price(se
     ctx.store.offers.replace_offers("aws", [held.model_copy(
         update={"price_usd_per_hour": 3.0})], source)
     _at(ctx, now)
-    hold_price(ctx, job)  # history has nothing new: the price is not recorded yet, but ...
+    hold_price(ctx, job)  # nothing read from history yet, but ...
     saved = ctx.store.jobs.get(job.id)
     assert saved.placement.price_changes == []
     assert saved.stop_request.kind is StopKind.MAX_PRICE
