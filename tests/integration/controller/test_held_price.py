@@ -22,6 +22,7 @@ from scheduler.cli import render
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from scheduler.models.agents import AgentAction, AgentPhase, AgentReport
+from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import costs
 from scheduler.services.jobs import summary as job_summary
@@ -105,8 +106,10 @@ def _running(ctx, poll, **overrides) -> Job:
 def _setup(replay_market, redis_client, *offers):
     text = _market(*offers)
     provider = replay_market(text)
-    ctx = controller_context(redis_client, provider)
-    poll = OfferPoller(ctx.store, provider)
+    # Wrapped as the daemon wraps its adapters (the history source must still be the replay's).
+    [wrapped] = counted([provider], redis_client)
+    ctx = controller_context(redis_client, wrapped)
+    poll = OfferPoller(ctx.store, wrapped)
     poll()  # starts the cloud: its clock's epoch
     market = Market(text, provider)
     return ctx, poll, market
