@@ -270,6 +270,9 @@ def _check_python(tokens: list[str], where: str) -> None:
             if flag == "-m":
                 used = set(re.findall(r"\w+", value)) - {"not", "and", "or"}
                 assert used <= markers, f"{where}: unknown marker(s) {used - markers}"
+        for arg in tokens[3:]:
+            if not arg.startswith("-") and "/" in arg:
+                assert (REPO_ROOT / arg).exists(), f"{where}: no test path {arg}"
     else:
         pytest.fail(f"{where}: python3 -m {tokens[2]}: teach this test to check it")
 

@@ -8,16 +8,21 @@ import logging
 
 import pytest
 
-from scheduler.observability.logs import configure
+from scheduler.observability.logs import NOISY_LOGGERS, configure
 
 
 @pytest.fixture(autouse=True)
 def restore_logging():
+    # configure() also raises the noisy libraries' levels; left raised, later tests that
+    # capture botocore's DEBUG lines would see nothing.
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    noisy = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, old in noisy.items():
+        logging.getLogger(name).setLevel(old)
 
 
 def test_json_lines_have_the_fields_and_extras(capsys):
