@@ -277,6 +277,7 @@ class Daemon:
             time.sleep(0.05)
         if not self._server.started:
             raise RuntimeError(f"API did not start on {self.api_url}")
+        self.ctx.listening_since = self.sweep_ctx.listening_since = datetime.now(UTC)
         self._register_jobs()
         self.scheduler.start()
         info = {"api_url": self.api_url, "port": self.port, "pid": os.getpid(),

@@ -108,6 +108,9 @@ class Context:
     owner: str
     clock: Callable[[], datetime] = utcnow
     observed: Observed = field(default_factory=Observed)
+    # When agents could first reach this process's API (None: always could). An agent's
+    # silence before it is this daemon's outage, not the agent's: liveness counts from here.
+    listening_since: datetime | None = None
 
     def observe(self) -> Observed:
         """Describe every instance we own, per adapter. An adapter that fails is remembered so

@@ -75,14 +75,14 @@ def observe(ctx: Context, job: Job) -> Job | None:
         if ctx.clock() > deadline:
             return _lost(ctx, job, "no checkpoint reported after the notice", PlacementEnd.PREEMPTED)
     if report is None:
-        started = placement.started_at or placement.decided_at
+        started = _silent_since(ctx, placement.started_at or placement.decided_at)
         # A cloud VM boots and installs the agent for minutes; a provider may say how long.
         timeout_s = getattr(ctx.providers.get(placement.offer.provider), "agent_start_timeout_s",
                             AGENT_START_TIMEOUT_S)
         if (ctx.clock() - started).total_seconds() > timeout_s:
             return _lost(ctx, job, f"agent never reported within {timeout_s:.0f} s",
                          PlacementEnd.LOST)
-    elif (ctx.clock() - _heard_at(report)).total_seconds() > AGENT_LOST_AFTER_S:
+    elif (ctx.clock() - _silent_since(ctx, _heard_at(report))).total_seconds() > AGENT_LOST_AFTER_S:
         return _lost(ctx, job, f"agent silent for over {AGENT_LOST_AFTER_S:.0f} s", PlacementEnd.LOST)
     elif job.state is JobState.PROVISIONING and report.phase in (AgentPhase.RESTORING, AgentPhase.RUNNING):
         if report.phase is AgentPhase.RUNNING:
@@ -104,9 +104,16 @@ def _heard_at(report: AgentReport):
     return report.received_at or report.at
 
 
+def _silent_since(ctx: Context, last: datetime) -> datetime:
+    """Silence is counted from ``last`` or from when this daemon's API began listening, the
+    later: after a daemon outage agents get a full AGENT_LOST_AFTER_S to report again."""
+    return max(last, ctx.listening_since) if ctx.listening_since else last
+
+
 def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
     last = _heard_at(report) if report else started
-    return last is None or (ctx.clock() - last).total_seconds() > AGENT_LOST_AFTER_S
+    return last is None or \
+        (ctx.clock() - _silent_since(ctx, last)).total_seconds() > AGENT_LOST_AFTER_S
 
 
 def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:

@@ -213,3 +213,20 @@ def test_offers_of_display_only_or_unconfigured_sources_are_never_placed_on(ctx,
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
     assert job.placement.offer.provider == "aws"
+
+
+def test_silence_during_this_daemons_outage_is_not_the_agents(ctx, provider):
+    """A daemon down for minutes restarts: its agents' last reports are old, but they could not
+    report while it was down, so each gets AGENT_LOST_AFTER_S from when the API listens again."""
+    job = _running(ctx, provider)
+    ctx.store.agents.save_report(AgentReport(
+        job_id=job.id, attempt=1, phase=AgentPhase.RUNNING,
+        at=utcnow() - timedelta(seconds=180), received_at=utcnow() - timedelta(seconds=180)))
+    ctx.listening_since = utcnow() - timedelta(seconds=2)
+    reconcile_pass(ctx)
+    assert ctx.store.jobs.get(job.id).state is JobState.RUNNING
+    # Still silent a full AGENT_LOST_AFTER_S after the API came back: lost.
+    ctx.listening_since = utcnow() - timedelta(seconds=61)
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.MIGRATING and "agent silent" in job.events[-1].message
