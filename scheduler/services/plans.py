@@ -49,7 +49,6 @@ from scheduler.services.history_stats import Accumulator
 from scheduler.store import Store
 from scheduler.store.history import from_ms, to_ms
 from scheduler.store.known_names import KnownNames
-from scheduler.timing import RESTART_OVERHEAD_H
 
 # Spot offers rebuilt from history carry no risk figure; assume the Spot Advisor's middle
 # bucket (10-15 %/month) rather than pretend they never fail.

@@ -1,4 +1,5 @@
-"""End-to-end fixtures: the uninterrupted reference run of the example training job."""
+"""End-to-end fixtures: the uninterrupted reference run of the example training job, and a
+daemon process on the demo market."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from providers.replay.provider import ReplayProvider
 from scheduler.config import examples_dir, shared_data_dir
+from tests.e2e.harness import DaemonProcess
 
 # Long enough to span a preemption on the replayed markets (~30-40 s of wall time here).
 E2E_STEPS = 30000
@@ -38,3 +41,14 @@ def shared_data() -> Path:
     if not (path / "catalogs").is_dir():
         pytest.skip(f"the shared real-data folder is absent ({path}); set GA_DATA_DIR")
     return path
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A daemon process on the demo market (``examples/market.yaml``) in its own home; stopped,
+    and its replayed cloud shut down, after the test."""
+    market = examples_dir() / "market.yaml"
+    d = DaemonProcess(tmp_path / "home", market)
+    yield d
+    d.stop()
+    ReplayProvider(market, d.home / "replay").shutdown_cloud()

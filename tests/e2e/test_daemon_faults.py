@@ -14,7 +14,7 @@ import pytest
 from providers.replay.provider import ReplayProvider
 from scheduler.config import examples_dir
 from scheduler.models import TAG_JOB
-from tests.e2e.harness import DaemonProcess, wait_for
+from tests.e2e.harness import wait_for
 
 pytestmark = pytest.mark.e2e
 MARKET = examples_dir() / "market.yaml"
@@ -25,14 +25,6 @@ SLEEPER_SPEC = {
     "resources": {"gpu_count": 1, "min_vram_gib": 16},
     "market": "on-demand",
 }
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    d = DaemonProcess(tmp_path / "home", MARKET)
-    yield d
-    d.stop()
-    ReplayProvider(MARKET, d.home / "replay").shutdown_cloud()
 
 
 def _alive(pid: int) -> bool:

@@ -9,22 +9,13 @@ import time
 
 import pytest
 
-from providers.replay.provider import ReplayProvider
 from scheduler.store import keys
 from scheduler.store.connection import EmbeddedRedis
 from scheduler.timing import JOB_LEASE_TTL_S
-from tests.e2e.harness import DaemonProcess, wait_for
-from tests.e2e.test_daemon_faults import MARKET, SLEEPER_SPEC
+from tests.e2e.harness import wait_for
+from tests.e2e.test_daemon_faults import SLEEPER_SPEC
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    d = DaemonProcess(tmp_path / "home", MARKET)
-    yield d
-    d.stop()
-    ReplayProvider(MARKET, d.home / "replay").shutdown_cloud()
 
 
 def _lease(client, job_id: str) -> tuple[str, int]:
