@@ -166,3 +166,8 @@ MOVE_REVIEW_MIN_S = 30.0
 # rest is read when the placement ends); cost so far lags by at most this. A price above the
 # job's max is acted on at the next pass regardless. One small Redis read per running job.
 PRICE_CATCH_UP_S = 30.0
+
+# A job that chose to leave an offer (a price move, or its price rose above the job's max) is
+# not placed on that offer again for this many market hours: a price hovering at the limit
+# would otherwise cost a checkpoint and a relaunch every poll, each billed above the max.
+LEFT_OFFER_COOLDOWN_H = 1.0

@@ -159,16 +159,30 @@ class CatalogProvider:
         return fetched, read
 
     def list_offers(self) -> list[Offer]:
-        """Offers of every catalog. Raises ``TransientError``/``NotFoundError`` when a catalog
-        cannot be read and has no cached copy; ``ProviderError`` when it is malformed."""
+        """Offers of every catalog that can be read. A catalog that cannot be read (no cached
+        copy either) or is malformed gives the offers of its last good read in this process,
+        or none, with a WARNING: one unreachable URL does not hide the other catalogs. Raises
+        the first catalog's ``TransientError``/``NotFoundError``/``ProviderError`` only when no
+        catalog can be read at all."""
         out: list[Offer] = []
+        errors: list[ProviderError] = []
         for i, spec in enumerate(self.config.catalogs):
-            fetched, read = self._read(i, spec)
+            try:
+                fetched, read = self._read(i, spec)
+            except ProviderError as exc:
+                errors.append(exc)
+                if i not in self._last:
+                    log.warning("catalog %s skipped: %s", self._location(spec), exc)
+                    continue
+                log.warning("catalog %s: keeping its last read: %s", self._location(spec), exc)
+                fetched, read = self._last[i]
             if fetched.stale_error:
                 log.warning("catalog %s: using the cached copy (%.0f s old): %s",
                             fetched.location, fetched.age_s(), fetched.stale_error)
             out += offers_from_entries(self.labels[spec.provider], read.entries,
                                        fetched.fetched_at, self.config.default_spot_risk)
+        if errors and len(errors) == len(self.config.catalogs):
+            raise errors[0]
         return out
 
     def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:

@@ -200,7 +200,12 @@ def offers(home: Path | None = HomeOption,
     except CliError as exc:
         fail(exc)
     if not rows:
-        err.print("no offers match these filters (see `schedctl offers` for all)")
+        if gpu or provider or market or min_vram_gib:
+            err.print("no offers match these filters (see `schedctl offers` for all)")
+        else:
+            err.print("no offers" + (f" in price history at {at}" if at else
+                                     ": no provider has listed any yet (see "
+                                     "`schedctl providers check`)"))
         raise typer.Exit(1)
     console.print(render.offers_table(rows, market))
     if at:

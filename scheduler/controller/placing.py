@@ -18,7 +18,7 @@ from policies.placement import on_demand_reference
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.budgets import stop_for_budget
 from scheduler.controller.context import Context
-from scheduler.controller.policy_inputs import JobInputs, job_inputs, snapshot
+from scheduler.controller.policy_inputs import JobInputs, cooling_down, job_inputs, snapshot
 from scheduler.controller.pricing import left_over_max
 from scheduler.controller.transitions import client_token, save, wait
 from scheduler.models import Job, JobState, Market, Offer, Placement
@@ -53,6 +53,11 @@ def place(ctx: Context, job: Job) -> Job | None:
     if index == NO_OFFER:
         explanation = _no_fit(ctx, job, snap.offers) if not np.any(inputs.eligible) \
             else decision.explain()
+        cooling = cooling_down(job, ctx.clock())
+        if cooling is not None:
+            job.state = JobState.PENDING  # checkpointed, waiting as after a max-price stop
+            explanation += (f"; not back on {cooling[0]}, left by choice, before "
+                            f"{cooling[1]:%Y-%m-%d %H:%M:%S} UTC")
         left = left_over_max(ctx, job)
         if left is not None:
             # It left its offer for the price limit and nothing compliant is listed: it waits,

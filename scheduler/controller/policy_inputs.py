@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -22,11 +22,12 @@ from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
 from policies.views import JobView, MarketView, OfferTable
 from scheduler.controller.context import Context, Observed, ProviderRegistry
-from scheduler.models import Job, Offer
+from scheduler.models import Job, Offer, PlacementEnd
 from scheduler.store import Store
 from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (
     OFFER_POLL_S,
+    LEFT_OFFER_COOLDOWN_H,
     RECONCILE_INTERVAL_S,
     REPLAY_OFFER_POLL_S,
     RESTART_OVERHEAD_H,
@@ -149,12 +150,29 @@ def job_inputs(ctx: Context, snap: MarketSnapshot, job: Job) -> JobInputs:
     return inputs_at(ctx.store, snap, job, ctx.clock())
 
 
+def cooling_down(job: Job, now: datetime) -> tuple[str, datetime] | None:
+    """The offer series ``job`` chose to leave (its last placement ended ``moved``) and when
+    it may be placed there again, while that is within LEFT_OFFER_COOLDOWN_H market hours
+    of leaving; else ``None``."""
+    if job.placement is not None or not job.placements:
+        return None
+    last = job.placements[-1]
+    if last.end_reason is not PlacementEnd.MOVED or last.ended_at is None:
+        return None
+    until = last.ended_at + timedelta(hours=LEFT_OFFER_COOLDOWN_H / max(last.time_scale, 1e-9))
+    return (last.offer.key.series(), until) if now < until else None
+
+
 def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> JobInputs:
     """The views of ``job`` at ``now`` (aware UTC). Remaining compute = ``expected_hours`` −
     progress saved in committed checkpoints (``Job.progress_h``); progress since the last
     checkpoint (lost by a move) is estimated from the current attempt's running hours. The
     owner's spend is read from the store when the owner has a limit."""
     eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
+    cooling = cooling_down(job, now)
+    if cooling is not None:
+        left = [i for i, o in enumerate(snap.offers) if o.key.series() == cooling[0]]
+        eligible[0, left] = False
     table, market = snap.market(eligible)
     user_limit = snap.budgets.users.get(job.spec.owner)
     user_spent = SpendStore(store.redis).owner_total(job.spec.owner) if user_limit else 0.0

@@ -12,8 +12,9 @@ poll) per placement, at a phase of its own (:class:`~scheduler.controller.thrott
 running jobs' reads and writes are spread over the interval), the changes history holds after
 the placement's latest recorded price are appended to it, each with its own time, in one job
 write; so is the last stretch when the placement ends
-(:func:`scheduler.controller.transitions.end_placement`). The bill is exact
-whenever it is read after that; a running job's cost so far may miss the last
+(:func:`scheduler.controller.transitions.end_placement`). The bill then holds every
+change the poller had seen by the end (a change within the last poll interval before the end
+is billed at the price before it); a running job's cost so far may miss the last
 ``PRICE_CATCH_UP_S`` of changes (batching keeps a market whose prices move every second from
 writing every running job every pass). A price the latest offers list but history never holds
 (a source that records none) is recorded from the pass that first saw it, when a later read

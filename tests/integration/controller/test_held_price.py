@@ -216,3 +216,43 @@ def test_above_max_price_the_job_moves_to_a_compliant_offer(replay_market, redis
     assert job.placement.offer.instance_type == "alt"  # $1.40/h, under the max
     assert "looking for a compliant offer" in next(
         e.message for e in job.events if e.state is JobState.MIGRATING)
+
+
+HOVERING = """
+  - {provider: aws, region: r1, zone: r1a, instance_type: held, gpu_model: T4, gpu_count: 1,
+     vram_gib: 16, vcpus: 4, memory_gib: 16, spot_price_usd_per_hour: 0.9,
+     interruption_risk: 0.05,
+     spot_price_series: [{at_hours: 2.0, price: 1.1}, {at_hours: 2.4, price: 0.9}]}
+"""
+
+
+def test_a_price_hovering_at_the_max_does_not_bounce_the_job_back_at_once(replay_market,
+                                                                          redis_client):
+    """Left for its price, an offer is not taken again for LEFT_OFFER_COOLDOWN_H market hours
+    even when its price is back under the max: the job waits, saying until when."""
+    from scheduler.timing import LEFT_OFFER_COOLDOWN_H
+    ctx, poll, market = _setup(replay_market, redis_client, HOVERING)
+    job = _running(ctx, poll, max_price_usd_per_hour=1.0)
+    _sleep_until(market.wall(2.0))
+    poll()
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.stop_request.kind is StopKind.MAX_PRICE
+    _report(ctx, job, AgentPhase.CHECKPOINTED, checkpoint_id="c1")
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    left_at = job.placements[-1].ended_at
+    assert job.placements[-1].end_reason is PlacementEnd.MOVED
+    assert market.hours(left_at) + LEFT_OFFER_COOLDOWN_H > 2.5  # the test's premise
+    _sleep_until(market.wall(2.5))  # $0.90 again, under the max, within the cooldown
+    poll()
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PENDING and job.placement is None
+    assert "not back on aws/r1/r1a/held/spot, left by choice, before" in job.waiting_reason
+    _sleep_until(left_at + timedelta(hours=LEFT_OFFER_COOLDOWN_H / SCALE))
+    poll()
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PROVISIONING and job.placement.offer.instance_type == "held"
+    assert job.placement.offer.price_usd_per_hour == 0.9

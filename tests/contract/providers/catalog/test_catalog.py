@@ -162,3 +162,30 @@ def test_url_is_cached_revalidated_and_kept_when_the_host_fails(http_server, tmp
     [offer] = provider.list_offers()
     assert (offer.provider, offer.gpu_model, offer.vram_gib, offer.zone) == ("lambda", "A10", 24.0, "us-east-1")
     assert "refresh failed" in provider.check()[0].detail
+
+
+def test_an_unreachable_catalog_does_not_hide_the_others(http_server, tmp_path):
+    """One URL that cannot be fetched (and was never cached) is skipped with a warning; the
+    other catalogs still list. Once read, a catalog keeps its last read while its host fails;
+    only when no catalog can be read at all does the provider raise."""
+    url, server = http_server
+    local = tmp_path / "gcp.csv"
+    local.write_text(SMALL)
+    config = CatalogConfig(kind="catalog", max_age_s=0, catalogs=[
+        {"provider": "gcp", "path": local},
+        {"provider": "lambda", "url": "http://127.0.0.1:1/lambda/vms.csv"},
+        {"provider": "vast", "url": f"{url}/vms.csv"}])
+    provider = CatalogProvider(config, tmp_path / "cache")
+    assert {o.provider for o in provider.list_offers()} == {"gcp", "vast"}
+    server.shutdown()
+    server.server_close()
+    for cached in (tmp_path / "cache").rglob("*"):
+        if cached.is_file():
+            cached.unlink()
+    # The vast host is gone and its cached copy too: its last read is kept.
+    offers = provider.list_offers()
+    assert {o.provider for o in offers} == {"gcp", "vast"}
+    alone = CatalogProvider(CatalogConfig(kind="catalog", catalogs=[
+        {"provider": "lambda", "url": "http://127.0.0.1:1/lambda/vms.csv"}]), tmp_path / "c2")
+    with pytest.raises(ProviderError):
+        alone.list_offers()
