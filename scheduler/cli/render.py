@@ -34,6 +34,11 @@ def _usd(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"${value:,.{digits}f}"
 
 
+def _usd_cents(value: float | None) -> str:
+    """Cents for large sums, four decimals below $100 (a short run's $0.0020 is not $0.00)."""
+    return _usd(value, 2 if value is not None and abs(value) >= 100 else 4)
+
+
 def _time(iso: str | None) -> str:
     if not iso:
         return "-"
@@ -292,7 +297,7 @@ def offers_table(rows: list[dict[str, Any]], market: str | None = None) -> Table
         table.add_column("risk", justify="right", no_wrap=True)
     table.add_column("age", justify="right", no_wrap=True)  # of the price: since it started
     for r in rows:
-        cells = [f"{r['gpu_count']}x {r['gpu_model']}", f"{r['vram_gib']:g}G",
+        cells = [f"{r['gpu_count']}x {r['gpu_model']}", f"{r['vram_gib']:.4g}G",
                  f"{r['provider']}/{r['zone']}", r["instance_type"]]
         if market != "spot":
             cells.append(_usd(r["on_demand_usd_per_hour"], 3))
@@ -524,9 +529,10 @@ def cost_report(report: dict[str, Any], width: int | None = None) -> Group:
     rows = []
     for r in report["jobs"] + [dict(report["totals"], job="all", state="")]:
         saved = "-" if r.get("savings_pct") is None else f"{r['savings_pct']:.1f}%"
-        rows.append([r["job"], r["state"], _usd(r["compute_usd"], 2), _usd(r["storage_usd"], 4),
-                     _usd(r["transfer_usd"], 4), _usd(r["total_usd"], 2), f"{r['gpu_hours']:.2f}",
-                     _usd(r["usd_per_gpu_hour"], 3), _usd(r["on_demand_usd"], 2), saved])
+        rows.append([r["job"], r["state"], _usd_cents(r["compute_usd"]), _usd(r["storage_usd"], 4),
+                     _usd(r["transfer_usd"], 4), _usd_cents(r["total_usd"]),
+                     f"{r['gpu_hours']:.2f}", _usd(r["usd_per_gpu_hour"], 3),
+                     _usd_cents(r["on_demand_usd"]), saved])
     table = fitted_table("cost report (USD; compute in market hours)", cols, rows, width,
                          expand=True)
     p = report["prices"]

@@ -100,3 +100,21 @@ def test_reimport_is_not_reported_as_dropped():
     out = render.import_summary(report).plain
     assert "8 not re-stored: older than the raw window" in out and "dropped" not in out
     assert "not re-stored" not in render.import_summary({**report, "late": 0}).plain
+
+
+def test_cost_report_shows_small_sums_as_status_does():
+    """A short failed run billed $0.0020 is not shown as $0.00 (status shows four decimals)."""
+    row = dict(cost_row(JOB_ID), compute_usd=0.002, total_usd=0.0021, on_demand_usd=0.0126)
+    report = {"jobs": [row], "totals": {k: v for k, v in row.items() if k not in ("job", "state")},
+              "prices": {"storage_usd_per_gb_month": 0.023, "transfer_usd_per_gb": 0.09}}
+    out = text(render.cost_report(report, width=120), 120)
+    assert "$0.0020" in out and "$0.0126" in out and "$0.00 " not in out
+
+
+def test_offers_show_vram_as_the_other_views_do():
+    row = {"gpu_count": 1, "gpu_model": "A10G", "vram_gib": 22888 / 1024, "provider": "aws",
+           "zone": "us-east-1a", "instance_type": "g5.xlarge", "on_demand_usd_per_hour": 1.006,
+           "spot_usd_per_hour": 0.45, "interruption_risk": 0.05, "price_age_s": 60.0}
+    out = text(render.offers_table([row]))
+    assert "22.35G" in out and "22.3516" not in out
+    assert "16G" in text(render.offers_table([dict(row, vram_gib=16.0)]))
