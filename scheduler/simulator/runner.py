@@ -159,6 +159,10 @@ def summary_row(name: str, comp: Comparison) -> dict[str, float]:
         "spot_h": float(np.mean(r.spot_h)), "on_demand_h": float(np.mean(r.on_demand_h)),
         "finish_h": float(np.nanmean(r.finish_h)) if r.finished.any() else float("nan"),
     }
+    if not np.any((r.spot_h + r.on_demand_h) > 0):
+        # No run was ever placed (e.g. on-demand under a spot-only spec): its $0 is no cost.
+        for key in ("cost_mean", "cost_p95", "cost_usd_mean"):
+            row[key] = float("nan")
     if comp.optimum_usd is not None:
         # only runs that met the deadline: an unfinished run's cost (the hours it ran) is not
         # comparable with a finished schedule's, it would show as "below the optimum"

@@ -122,6 +122,23 @@ def test_spot_only_spec_is_normalised_to_on_demand_meeting_the_hardware(job_file
     assert "g4dn.xlarge/on-demand, $0.526/h" in result.stderr
 
 
+def test_a_policy_never_placed_shows_no_cost(job_file, tmp_path):
+    """Under a spot-only spec the on-demand baseline has no offer: it ran no hour, so its row
+    shows no cost (it read $0.00, the cheapest-looking row), only that it did not finish."""
+    spot = tmp_path / "spot.yaml"
+    spot.write_text(JOB + "market: spot\n")
+    args = (spot, "--market", examples_dir() / "market.yaml", "--compute-hours", 2,
+            "--deadline-hours", 3, "--policy", "arbiter,on-demand")
+    rows = {r["policy"]: r for r in json.loads(run(*args, "--json").stdout)}
+    never = rows["on-demand"]
+    assert never["unfinished"] == 1 and never["spot_h"] == never["on_demand_h"] == 0
+    assert all(never[k] is None or math.isnan(never[k])
+               for k in ("cost_mean", "cost_usd_mean", "cost_p95"))
+    assert math.isfinite(rows["arbiter"]["cost_usd_mean"])
+    [line] = [ln for ln in run(*args).output.splitlines() if ln.strip().startswith("on-demand")]
+    assert "0.00" not in line
+
+
 def test_no_on_demand_offer_at_all_says_so(job_file, tmp_path):
     market = write_market(tmp_path, {"a": [1] * 200}, on_demand_usd=None)
     with warnings.catch_warnings():
