@@ -187,6 +187,12 @@ class Daemon:
         self.replicas.join()
         # We hold daemon.lock, so an earlier process of this replica is gone: its leases are
         # ours at once (under new fences) instead of after their TTLs.
+        forgotten = self.store.offers.forget_providers_except(
+            name for adapter in self.providers.adapters()
+            for name in (getattr(adapter, "provider_names", None) or {adapter.name}))
+        if forgotten:
+            log.info("latest offers of providers no longer configured dropped (their price "
+                     "history is kept): %s", ", ".join(forgotten))
         taken = self.store.leases.take_over_previous()
         if taken:
             log.info("took over %d lease(s) of this replica's previous process", taken)

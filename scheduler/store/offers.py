@@ -73,6 +73,22 @@ class OfferStore:
                     out[s] = datetime.fromtimestamp(int(value.rpartition("|")[2]) / 1000, tz=UTC)
         return out
 
+    def forget_providers_except(self, names: Iterable[str]) -> list[str]:
+        """Drop the latest offers (and their price starts and source) of every provider not
+        in ``names``: a daemon started without a provider in its config must not keep listing
+        that provider's last offers for up to OFFERS_TTL_S. Price history is kept. Returns
+        the providers forgotten, sorted."""
+        keep = set(names)
+        gone = sorted(p for p in self._r.smembers(keys.OFFER_PROVIDERS) if p not in keep)
+        if gone:
+            with self._r.pipeline(transaction=True) as pipe:
+                for provider in gone:
+                    pipe.delete(keys.offers(provider), keys.offer_price_since(provider),
+                                keys.offer_source(provider))
+                    pipe.srem(keys.OFFER_PROVIDERS, provider)
+                pipe.execute()
+        return gone
+
     def all_offers(self) -> list[Offer]:
         out: list[Offer] = []
         for provider in sorted(self._r.smembers(keys.OFFER_PROVIDERS)):
