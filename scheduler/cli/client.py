@@ -61,7 +61,7 @@ class ApiClient:
                 raise CliError(f"{body.get('detail', body)}: the CLI sends {self.token_source}, "
                                "which must match the daemon's token (GA_HOME/api-token of the "
                                "daemon's GA_HOME, or the GA_API_TOKEN it was started with)")
-            raise CliError(str(body.get("detail", body)), body.get("problems"))
+            raise CliError(describe(body.get("detail", body)), body.get("problems"))
         return response.json()
 
     def get(self, path: str, **params: Any) -> Any:
@@ -76,3 +76,20 @@ class ApiClient:
             return self.request("POST", path)
         return self.request("POST", path, content=json_lib.dumps(json, allow_nan=True),
                             headers={"Content-Type": "application/json"})
+
+
+def describe(detail: Any) -> str:
+    """An error body's ``detail`` as a sentence: FastAPI's list of validation errors becomes
+    ``field: message (got value)`` per problem, ``body``/``query`` dropped from the field."""
+    if not isinstance(detail, list):
+        return str(detail)
+    parts = []
+    for e in detail:
+        if not isinstance(e, dict):
+            parts.append(str(e))
+            continue
+        loc = [str(x) for x in e.get("loc", []) if x not in ("body", "query", "path")]
+        got = f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], dict) else ""
+        parts.append(f"{'.'.join(loc) or 'request'}: {e.get('msg', e)}{got}")
+    return "; ".join(parts)
+
