@@ -146,6 +146,11 @@ def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | 
         BudgetExhausted: the owner's budget is already spent (nothing was stored).
     """
     spec = parse_spec(raw_spec)
+    if spec.workdir and not bundle_b64:
+        # Without it the job would run in an empty folder: the workdir is the submitter's.
+        raise SpecError([{"field": "bundle_b64", "value": bundle_b64,
+                          "problem": f"missing: workdir {spec.workdir!r} is shipped as a gzip "
+                                     "tar in bundle_b64 (schedctl submit packs it)"}])
     check_owner_budget(store, spec.owner)
     bundle = _decode_bundle(bundle_b64) if bundle_b64 else None
     now = utcnow()

@@ -107,3 +107,15 @@ def test_a_gzip_bomb_is_refused_and_the_same_bundle_within_the_limit_accepted():
     with pytest.raises(UnsafeBundle):
         check_bundle(bomb, max_unpacked_bytes=1024 * 1024)
     check_bundle(bomb, max_unpacked_bytes=65 * 1024 * 1024)  # within the limit: accepted
+
+
+@pytest.mark.parametrize("bundle", [None, ""], ids=["absent", "empty"])
+def test_a_workdir_without_its_bundle_is_a_422_naming_bundle_b64(api, redis_client, bundle):
+    """It was accepted and the job ran in an empty folder."""
+    client, _ = api
+    body = {"spec": {**SPEC, "workdir": "w"}} | ({} if bundle is None else {"bundle_b64": bundle})
+    answer = client.post("/v1/jobs", json=body)
+    assert answer.status_code == 422, answer.text
+    [problem] = answer.json()["problems"]
+    assert problem["field"] == "bundle_b64" and "workdir 'w'" in problem["problem"]
+    assert redis_client.keys("ga:job:*") == []
