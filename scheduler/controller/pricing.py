@@ -12,9 +12,9 @@ poll) per placement, at a phase of its own (:class:`~scheduler.controller.thrott
 running jobs' reads and writes are spread over the interval), the changes history holds after
 the placement's latest recorded price are appended to it, each with its own time, in one job
 write; so is the last stretch when the placement ends
-(:func:`scheduler.controller.transitions.end_placement`). The bill then holds every
-change the poller had seen by the end (a change within the last poll interval before the end
-is billed at the price before it); a running job's cost so far may miss the last
+(:func:`scheduler.controller.transitions.end_placement`), and again over the next
+:data:`SETTLE_POLLS` polls (:func:`settle`: a change that took effect just before the end is
+polled after it) while the job is active; a running job's cost so far may miss the last
 ``PRICE_CATCH_UP_S`` of changes (batching keeps a market whose prices move every second from
 writing every running job every pass). A price the latest offers list but history never holds
 (a source that records none) is recorded from the pass that first saw it, when a later read
@@ -44,9 +44,12 @@ from scheduler.controller.throttle import Spread
 from scheduler.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
 from scheduler.poller.offers import history_source
 from scheduler.store.history_sources import REAL
-from scheduler.timing import PRICE_CATCH_UP_S
+from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S, REPLAY_OFFER_POLL_S
 
 _catch_ups = Spread()  # spread: 1,000 jobs catch up over the interval, not in one pass
+_settles = Spread()
+# Offer polls after a placement's end during which its bill is completed from price history.
+SETTLE_POLLS = 3
 # (job id, attempt) → (price, wall time) of a latest-offers price history did not hold yet.
 _unmatched: dict[tuple[str, int], tuple[float, datetime]] = {}
 _UNMATCHED_MAX = 100_000
@@ -137,6 +140,31 @@ def _record_prices(ctx: Context, job: Job, placement: Placement, listed: Offer |
         return changed
     del _unmatched[key]
     return placement.add_price_change(seen[1], listed_price) or changed
+
+
+def settle(ctx: Context, job: Job) -> Job | None:
+    """Complete the bill of placements that ended in the last SETTLE_POLLS offer polls: a
+    price change that took effect shortly before the end reaches price history only with the
+    next poll, after the placement closed. Reads history for them at most once per poll; the
+    saved job when a change was added, else ``None``. Jobs that reached a terminal state are
+    no longer reconciled, so their last placement keeps what was known when it ended."""
+    now = ctx.clock()
+    last = job.placements[-1] if job.placements else None
+    if last is None or last.ended_at is None or \
+            (now - last.ended_at).total_seconds() > SETTLE_POLLS * max(OFFER_POLL_S,
+                                                                       REPLAY_OFFER_POLL_S):
+        return None
+    snap = snapshot(ctx)
+    window_s = SETTLE_POLLS * snap.poll_s
+    changed = False
+    for placement in reversed(job.placements):
+        if placement.ended_at is None or (now - placement.ended_at).total_seconds() > window_s:
+            break  # closed in order: older ones are settled
+        if placement.started_at is None or \
+                not _settles.due((job.id, placement.attempt), now.timestamp(), snap.poll_s):
+            continue
+        changed |= catch_up(ctx, placement, placement.ended_at)
+    return ctx.store.jobs.save(job) if changed else None
 
 
 def hold_price(ctx: Context, job: Job) -> Job | None:

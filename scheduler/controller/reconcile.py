@@ -20,7 +20,7 @@ from scheduler.controller.launching import launch
 from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
-from scheduler.controller.pricing import hold_price
+from scheduler.controller.pricing import hold_price, settle
 from scheduler.controller.transitions import finish, save
 from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
@@ -41,6 +41,9 @@ def step(ctx: Context, job: Job) -> Job | None:
     if job.cancel_requested and job.placement is None:
         job.record(JobState.CANCELLED, "cancelled before any instance ran", at=ctx.clock())
         return save(ctx, job)
+    settled = settle(ctx, job)
+    if settled is not None:
+        return settled
     budgeted = check_budget(ctx, job)
     if budgeted is not None:
         return budgeted

@@ -127,3 +127,34 @@ def test_the_max_is_held_to_the_latest_poll_even_before_history_has_the_price(se
     assert saved.events[-1].kind == "max-price" and saved.events[-1].price_usd_per_hour == 3.0
     assert "price $3.00/h is above max_price_usd_per_hour $2.00/h" in saved.events[-1].message
     assert saved.state is JobState.CHECKPOINTING  # ... the job leaves at once
+
+
+def test_a_change_polled_after_the_end_completes_the_closed_placements_bill(setup):
+    """A change 20 s before the end reaches history with the next poll, after the placement
+    closed: the following polls' passes add it to the closed placement (it was never billed)."""
+    from scheduler.controller.pricing import settle
+    ctx, _, source = setup
+    job, now = _running(ctx, "job-late")
+    series, start = job.placement.offer.key.series(), job.placement.started_at
+    _at(ctx, now)
+    end_placement(ctx, job, PlacementEnd.MOVED)  # history holds no change yet
+    job.state = JobState.MIGRATING
+    job = ctx.store.jobs.save(job)
+    assert job.placements[-1].price_changes == [] and job.cost_usd(now) == pytest.approx(2.0)
+    late = now - timedelta(seconds=20)
+    ctx.store.offers.append_prices([_obs(series, late, 4.0),
+                                    _obs(series, now + timedelta(seconds=5), 9.0)], source)
+    poll = timedelta(seconds=OFFER_POLL_S)
+    assert settle(ctx, job) is None  # first sight of the placement: its poll period starts
+    _at(ctx, now + poll)
+    saved = settle(ctx, job)
+    assert saved is not None
+    assert [(c.at, c.price_usd_per_hour) for c in saved.placements[-1].price_changes] == [
+        (late, 4.0)]  # the change after the end is not this placement's
+    assert saved.cost_usd(now) == pytest.approx(2.0 - 1.0 * 20 / 3600 + 4.0 * 20 / 3600)
+    _at(ctx, now + 2 * poll)
+    assert settle(ctx, saved) is None  # nothing new: no write
+    _at(ctx, now + 10 * poll)
+    ctx.store.offers.append_prices([_obs(series, now - timedelta(seconds=10), 5.0)], source)
+    assert settle(ctx, saved) is None  # past the settling window: the bill stays
+    assert start < late
