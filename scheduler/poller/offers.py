@@ -29,7 +29,7 @@ from scheduler.store.history_sources import REAL, for_market
 log = logging.getLogger(__name__)
 
 
-def _with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) -> Offer:
+def with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) -> Offer:
     """The offer with its advertised interruption risk blended with what we observed on it."""
     seen = exposure.get(offer.key.series()) if offer.market is Market.SPOT else None
     if not seen:
@@ -94,7 +94,7 @@ class OfferPoller:
         exposure = self.store.offers.spot_exposure()
         by_name: dict[str, list[Offer]] = defaultdict(list)
         for offer in offers:
-            by_name[offer.provider].append(_with_observed_risk(offer, exposure))
+            by_name[offer.provider].append(with_observed_risk(offer, exposure))
         names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
         for name in names | set(by_name):
             self.store.offers.replace_offers(name, by_name.get(name, []), self.source)

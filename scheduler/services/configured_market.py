@@ -18,7 +18,7 @@ from typing import Any
 from providers.errors import ProviderError
 from scheduler.controller.context import ProviderRegistry
 from scheduler.models import Offer
-from scheduler.poller.offers import _with_observed_risk
+from scheduler.poller.offers import with_observed_risk
 from scheduler.provider_setup import build_providers, default_entries, load_config_file
 from scheduler.store import Store
 
@@ -74,5 +74,5 @@ def offers_now(store: Store, providers: ProviderRegistry) -> tuple[list[Offer], 
             log.warning("listing offers of %s failed: %s", adapter.name, exc)
             problems.append(f"{adapter.name}: {exc}")
             continue
-        offers.extend(_with_observed_risk(o, exposure) for o in listed)
+        offers.extend(with_observed_risk(o, exposure) for o in listed)
     return offers, problems
