@@ -135,26 +135,28 @@ def test_a_change_polled_after_the_end_completes_the_closed_placements_bill(setu
     from scheduler.controller.pricing import settle
     ctx, _, source = setup
     job, now = _running(ctx, "job-late")
-    series, start = job.placement.offer.key.series(), job.placement.started_at
-    _at(ctx, now)
+    series = job.placement.offer.key.series()
+    # Ends a minute from now: after the replay cloud's own opening observation (setup's poll).
+    end = now + timedelta(minutes=1)
+    _at(ctx, end)
     end_placement(ctx, job, PlacementEnd.MOVED)  # history holds no change yet
     job.state = JobState.MIGRATING
     job = ctx.store.jobs.save(job)
-    assert job.placements[-1].price_changes == [] and job.cost_usd(now) == pytest.approx(2.0)
-    late = now - timedelta(seconds=20)
+    hours = (end - job.placements[-1].started_at).total_seconds() / 3600
+    assert job.placements[-1].price_changes == [] and job.cost_usd(end) == pytest.approx(hours)
+    late = end - timedelta(seconds=20)
     ctx.store.offers.append_prices([_obs(series, late, 4.0),
-                                    _obs(series, now + timedelta(seconds=5), 9.0)], source)
+                                    _obs(series, end + timedelta(seconds=5), 9.0)], source)
     poll = timedelta(seconds=OFFER_POLL_S)
     assert settle(ctx, job) is None  # first sight of the placement: its poll period starts
-    _at(ctx, now + poll)
+    _at(ctx, end + poll)
     saved = settle(ctx, job)
     assert saved is not None
     assert [(c.at, c.price_usd_per_hour) for c in saved.placements[-1].price_changes] == [
         (late, 4.0)]  # the change after the end is not this placement's
-    assert saved.cost_usd(now) == pytest.approx(2.0 - 1.0 * 20 / 3600 + 4.0 * 20 / 3600)
-    _at(ctx, now + 2 * poll)
+    assert saved.cost_usd(end) == pytest.approx(hours - 1.0 * 20 / 3600 + 4.0 * 20 / 3600)
+    _at(ctx, end + 2 * poll)
     assert settle(ctx, saved) is None  # nothing new: no write
-    _at(ctx, now + 10 * poll)
-    ctx.store.offers.append_prices([_obs(series, now - timedelta(seconds=10), 5.0)], source)
+    _at(ctx, end + 10 * poll)
+    ctx.store.offers.append_prices([_obs(series, end - timedelta(seconds=10), 5.0)], source)
     assert settle(ctx, saved) is None  # past the settling window: the bill stays
-    assert start < late
