@@ -39,6 +39,7 @@ from scheduler.provider_setup import (
     build_providers,
     default_entries,
     load_budget_config,
+    provider_names,
 )
 from scheduler.replicas import (
     ReplicaRegistry,
@@ -188,8 +189,7 @@ class Daemon:
         # We hold daemon.lock, so an earlier process of this replica is gone: its leases are
         # ours at once (under new fences) instead of after their TTLs.
         forgotten = self.store.offers.forget_providers_except(
-            name for adapter in self.providers.adapters()
-            for name in (getattr(adapter, "provider_names", None) or {adapter.name}))
+            name for adapter in self.providers.adapters() for name in provider_names(adapter))
         if forgotten:
             log.info("latest offers of providers no longer configured dropped (their price "
                      "history is kept): %s", ", ".join(forgotten))
