@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
-from scheduler.models import Instance, Offer, OfferKey, PriceObservation, StrictModel
+from core.models import Instance, Offer, OfferKey, PriceObservation, StrictModel
 
 
 class LaunchRequest(StrictModel):
@@ -20,7 +20,7 @@ class LaunchRequest(StrictModel):
     - **offer**: the offer chosen by the policy (its key says where and which market).
     - **client_token**: idempotency token (``{job_id}-{attempt}``); a launch repeated with the
       same token returns the instance the first call made and never makes a second one.
-    - **tags**: ownership tags (``scheduler.models.instances.TAG_*``) put on the instance.
+    - **tags**: ownership tags (``core.models.instances.TAG_*``) put on the instance.
     - **agent_env**: environment for the node agent on the instance (API URL, agent token,
       job id, checkpoint store). Secrets in it must go only to the instance, never to logs.
     """

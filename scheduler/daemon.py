@@ -27,7 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from scheduler import secrets as ga_secrets
 from scheduler.api.app import create_app
 from scheduler.checkpoints.urls import open_store
-from scheduler.config import home_dir
+from core.config import home_dir
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass

@@ -43,9 +43,9 @@ from pydantic import Field, ValidationError, field_validator
 from providers.aliyun.settings import AliyunSettings
 from providers.aws.settings import AwsSettings
 from providers.base import Provider
-from scheduler.config import examples_dir, shared_data_dir
-from scheduler.models import StrictModel, format_validation_error
-from scheduler.models.base import Number
+from core.config import examples_dir, shared_data_dir
+from core.models import StrictModel, format_validation_error
+from core.models.base import Number
 
 Factory = Callable[[dict[str, Any], Path, Path], Provider]
 log = logging.getLogger(__name__)

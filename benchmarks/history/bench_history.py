@@ -30,7 +30,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from scheduler.models import PriceObservation
+from core.models import PriceObservation
 from scheduler.services import history as history_service
 from scheduler.store import Store
 from tests.fixtures.redis_server import start_redis

@@ -30,7 +30,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.load.market import instance_id, job_id
-from scheduler.models.agents import AgentPhase, AgentReport
+from core.models.agents import AgentPhase, AgentReport
 from scheduler.store.agents import AgentStore, AgentTokens
 from scheduler.timing import AGENT_HEARTBEAT_S
 

@@ -30,8 +30,8 @@ from benchmarks.load.market import SteadyMarket, job_id
 from benchmarks.load.run import OWNER, seed, start_redis
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import utcnow
-from scheduler.models.agents import AgentPhase, AgentReport
+from core.models import utcnow
+from core.models.agents import AgentPhase, AgentReport
 from scheduler.poller.offers import OfferPoller
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens

@@ -19,7 +19,7 @@ from typing import Any
 
 from providers.base import LaunchRequest
 from scheduler.controller.transitions import client_token
-from scheduler.models import (
+from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,

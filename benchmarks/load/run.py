@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.load.market import SteadyMarket, instance_id, job_id
 from scheduler.controller.transitions import client_token
-from scheduler.models import Job, JobSpec, JobState, Placement
+from core.models import Job, JobSpec, JobState, Placement
 from scheduler.store import Store, keys
 
 OWNER = "ga-bench"

@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.policies import report
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import PriceSeries, load_trace
-from scheduler.config import shared_data_dir
-from scheduler.models import JobSpec
+from core.config import shared_data_dir
+from core.models import JobSpec
 from scheduler.simulator.engine import SimJob
 from scheduler.simulator.market import build_sim_market
 from scheduler.simulator.optimum import optimal_cost

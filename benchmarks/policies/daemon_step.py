@@ -20,7 +20,7 @@ from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
 from policies.engine import decide_placement, should_migrate
 from policies.views import OfferTable
-from scheduler.models import Job, Offer, Placement
+from core.models import Job, Offer, Placement
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 

@@ -31,8 +31,8 @@ from policies import baselines
 from policies.engine import PolicyConfig, decide
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import PriceSeries, load_trace
-from scheduler.config import shared_data_dir
-from scheduler.models import JobSpec
+from core.config import shared_data_dir
+from core.models import JobSpec
 from scheduler.simulator.engine import SimJob, simulate
 from scheduler.simulator.market import build_sim_market
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.policies import report
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import AvailabilityTrace, PriceSeries
-from scheduler.models import JobSpec
+from core.models import JobSpec
 from scheduler.simulator.market import build_sim_market
 from scheduler.simulator.optimum import _Model, deadline_ticks, optimal_cost
 

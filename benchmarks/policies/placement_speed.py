@@ -33,7 +33,7 @@ from policies.availability import always_available
 from policies.eligibility import eligible_matrix
 from policies.engine import decide_placement
 from policies.views import AvailabilityStats, JobView, MarketView, OfferTable
-from scheduler.models import JobSpec, Offer
+from core.models import JobSpec, Offer
 
 GPUS = (("T4", 16), ("A10G", 24), ("L4", 24), ("V100", 16), ("A100", 40), ("H100", 80))
 PROVIDERS = ("aws", "gcp", "azure")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scheduler.models import JobSpec
+from core.models import JobSpec
 from scheduler.secrets import STORE_ENV_NAMES
 from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 

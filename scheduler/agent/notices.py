@@ -24,8 +24,8 @@ from typing import Protocol
 
 import httpx
 
-from scheduler.models import PreemptionNotice, utcnow
-from scheduler.models.base import ensure_utc
+from core.models import PreemptionNotice, utcnow
+from core.models.base import ensure_utc
 from scheduler.timing import (
     IMDS_TOKEN_RENEW_BEFORE_S,
     IMDS_TOKEN_TTL_S,

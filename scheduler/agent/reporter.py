@@ -36,8 +36,8 @@ import httpx
 from pydantic import ValidationError
 
 from scheduler.agent.retries import retrying
-from scheduler.models import utcnow
-from scheduler.models.agents import AgentAction, AgentCommand, AgentPhase, AgentReport
+from core.models import utcnow
+from core.models.agents import AgentAction, AgentCommand, AgentPhase, AgentReport
 from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)

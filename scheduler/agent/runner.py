@@ -38,8 +38,8 @@ from scheduler.checkpoints import (
     open_store,
     restore_latest,
 )
-from scheduler.models import PreemptionNotice
-from scheduler.models.agents import AgentAction, AgentPhase
+from core.models import PreemptionNotice
+from core.models.agents import AgentAction, AgentPhase
 from scheduler.secrets import redact_logs
 from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 

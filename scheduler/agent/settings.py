@@ -8,7 +8,7 @@
 ``GA_JOB_ID``       the job                                                         (required)
 ``GA_ATTEMPT``      placement attempt, integer ≥ 1                                  (required)
 ``GA_STORE_URL``    checkpoint store URL (see ``scheduler.checkpoints.open_store``) (required)
-``GA_JOB_SPEC``     the job spec as JSON (``scheduler.models.JobSpec``)             (required)
+``GA_JOB_SPEC``     the job spec as JSON (``core.models.JobSpec``)             (required)
 ``GA_METADATA_FLAVOR``  ``aws`` | ``aliyun`` | ``none``; default ``none``
 ``GA_METADATA_URL``     instance-metadata root; default the flavor's link-local address
 ``GA_WORK_DIR``         working folder; default the current directory
@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from scheduler.agent.notices import FLAVORS
-from scheduler.models import JobSpec, format_validation_error
+from core.models import JobSpec, format_validation_error
 
 REQUIRED = ("GA_API_URL", "GA_AGENT_TOKEN", "GA_INSTANCE_ID", "GA_JOB_ID", "GA_ATTEMPT",
             "GA_STORE_URL", "GA_JOB_SPEC")

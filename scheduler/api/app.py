@@ -28,9 +28,9 @@ from scheduler.checkpoints.objectstore import (
     ObjectNotFound,
     ObjectStore,
 )
-from scheduler.models import describe_validation_error, utcnow
-from scheduler.models.errors import brief, json_safe
-from scheduler.models.agents import AgentAction, AgentCommand, AgentReport
+from core.models import describe_validation_error, utcnow
+from core.models.errors import brief, json_safe
+from core.models.agents import AgentAction, AgentCommand, AgentReport
 from scheduler.services import history as history_service
 from scheduler.services import jobs as job_service
 from scheduler.services import offers as offer_service

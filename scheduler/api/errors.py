@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from scheduler.models.errors import brief, json_safe
+from core.models.errors import brief, json_safe
 
 
 class ErrorBody(BaseModel):

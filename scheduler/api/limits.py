@@ -6,7 +6,7 @@ with 413, and replays it to the app. So no unauthenticated or oversized body is 
 beyond the limit or parsed.
 
 The limits (bytes), consistent with the spec and bundle limits of
-:mod:`scheduler.models.limits` (listed in the README's "Job spec" section):
+:mod:`core.models.limits` (listed in the README's "Job spec" section):
 
 - ``POST /v1/jobs``: :data:`SUBMIT_BODY_MAX_BYTES`, a bundle at its limit in base64 plus a
   spec; and at most :data:`SUBMIT_JSON_MAX_BYTES` of the body outside base64's alphabet. The
@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scheduler.models.limits import BUNDLE_MAX_BYTES, SPEC_MAX_BYTES
+from core.models.limits import BUNDLE_MAX_BYTES, SPEC_MAX_BYTES
 
 SPEC_JSON_MAX_BYTES = 4 * SPEC_MAX_BYTES
 """A spec as a client may write it: indented, with ``\\uXXXX`` escapes."""

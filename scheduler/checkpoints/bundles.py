@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from scheduler.checkpoints import keys
 from scheduler.checkpoints.objectstore import ObjectNotFound, ObjectStore, UnsafeBundle
-from scheduler.models.limits import BUNDLE_MAX_MEMBERS, BUNDLE_MAX_UNPACKED_BYTES
+from core.models.limits import BUNDLE_MAX_MEMBERS, BUNDLE_MAX_UNPACKED_BYTES
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from scheduler.checkpoints.objectstore import (
     ObjectNotFound,
     ObjectStore,
 )
-from scheduler.models import CheckpointFile, CheckpointManifest, parse_lenient
+from core.models import CheckpointFile, CheckpointManifest, parse_lenient
 
 logger = logging.getLogger(__name__)
 

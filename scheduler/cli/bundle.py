@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from scheduler.cli.client import CliError
-from scheduler.models.limits import (
+from core.models.limits import (
     BUNDLE_MAX_BYTES,
     BUNDLE_MAX_MEMBERS,
     BUNDLE_MAX_UNPACKED_BYTES,
@@ -72,9 +72,9 @@ def pack_workdir(workdir: str | None, checkpoint_dir: str | None = "checkpoints"
     a local run must not be shipped and resumed; checkpoints travel only through the store.
 
     Raises ``CliError`` naming ``workdir`` when the bundle would be over a limit the daemon
-    refuses (:data:`~scheduler.models.limits.BUNDLE_MAX_BYTES` packed,
-    :data:`~scheduler.models.limits.BUNDLE_MAX_UNPACKED_BYTES` unpacked,
-    :data:`~scheduler.models.limits.BUNDLE_MAX_MEMBERS` members); packing stops at the first
+    refuses (:data:`~core.models.limits.BUNDLE_MAX_BYTES` packed,
+    :data:`~core.models.limits.BUNDLE_MAX_UNPACKED_BYTES` unpacked,
+    :data:`~core.models.limits.BUNDLE_MAX_MEMBERS` members); packing stops at the first
     limit crossed, so a huge folder is not read to the end first.
     """
     if not workdir:

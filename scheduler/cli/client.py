@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from scheduler.config import home_dir
+from core.config import home_dir
 
 
 class CliError(Exception):

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from scheduler.cli import render
 from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
-from scheduler.config import examples_dir, home_dir
+from core.config import examples_dir, home_dir
 from scheduler.daemon import read_daemon_info
 
 _TERMINAL = ("succeeded", "failed", "cancelled")

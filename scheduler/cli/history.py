@@ -32,7 +32,7 @@ FORMATS = ("table", "json", "csv")
 
 def _store(home: Path | None):
     """A Store over ``REDIS_URL`` or the embedded Redis of ``home``."""
-    from scheduler.config import home_dir
+    from core.config import home_dir
     from scheduler.store import Store
     from scheduler.store.connection import connect
 
@@ -44,7 +44,7 @@ def _store(home: Path | None):
 
 def _objects(home: Path | None):
     from scheduler.checkpoints.urls import open_store
-    from scheduler.config import home_dir
+    from core.config import home_dir
 
     url = os.environ.get("GA_STORE_URL") or ((home or home_dir()) / "checkpoints").resolve().as_uri()
     return open_store(url)
@@ -218,7 +218,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     five best offers. Works without a daemon, on what the configured providers list now.
     Flags expected costs over the spec's budget_usd."""
     from scheduler.cli.bundle import load_spec_file
-    from scheduler.config import home_dir
+    from core.config import home_dir
     from scheduler.provider_setup import ProviderConfigError
     from scheduler.services import plans as service
     from scheduler.services.jobs import SpecError

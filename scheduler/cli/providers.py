@@ -50,7 +50,7 @@ def check(
     home: Path | None = HomeOption,
 ) -> None:
     """Per configured provider and region: do credentials and permissions work?"""
-    from scheduler.config import home_dir
+    from core.config import home_dir
     from scheduler.provider_setup import ProviderConfigError, build_providers
 
     home = home or home_dir()

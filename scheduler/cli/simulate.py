@@ -19,7 +19,7 @@ from rich.table import Table
 
 from scheduler.cli import render
 from scheduler.cli.app import app, console, err
-from scheduler.models import JobSpec, describe_validation_error
+from core.models import JobSpec, describe_validation_error
 
 POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, "
                "uniform-progress-no-condition2, on-demand, skypilot-failover, skypilot-eager, "

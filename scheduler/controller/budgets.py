@@ -14,7 +14,7 @@ from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import snapshot
 from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import finish, save
-from scheduler.models import (
+from core.models import (
     Job,
     JobEvent,
     JobState,

@@ -10,8 +10,8 @@ from datetime import datetime
 
 from providers.base import Provider
 from providers.errors import ProviderError
-from scheduler.models import TAG_OWNER, Instance, Job, utcnow
-from scheduler.models.agents import AgentReport
+from core.models import TAG_OWNER, Instance, Job, utcnow
+from core.models.agents import AgentReport
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 

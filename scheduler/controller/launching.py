@@ -13,7 +13,7 @@ from providers.base import LaunchRequest
 from providers.errors import CapacityError, ProviderError, TransientError
 from scheduler.controller.context import Context
 from scheduler.controller.transitions import end_placement, save, wait
-from scheduler.models import (
+from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,

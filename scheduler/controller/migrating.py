@@ -17,7 +17,7 @@ from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import job_inputs, snapshot
 from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import save
-from scheduler.models import Job, JobState, StopKind, StopRequest
+from core.models import Job, JobState, StopKind, StopRequest
 from scheduler.timing import MOVE_REVIEW_MIN_S
 
 # Reasons of should_migrate that move the job to another offer now.

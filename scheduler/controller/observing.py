@@ -22,9 +22,9 @@ from scheduler.controller.transitions import (
     terminate_current,
     wait,
 )
-from scheduler.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
-from scheduler.models.agents import AgentPhase, AgentReport
-from scheduler.models.jobs import FAILURE_LOG_LINES, CommandFailure
+from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
+from core.models.agents import AgentPhase, AgentReport
+from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from scheduler.timing import (
     AGENT_LOST_AFTER_S,
     AGENT_START_TIMEOUT_S,

@@ -21,7 +21,7 @@ from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import JobInputs, cooling_down, job_inputs, snapshot
 from scheduler.controller.pricing import left_over_max
 from scheduler.controller.transitions import client_token, save, wait
-from scheduler.models import Job, JobState, Market, Offer, Placement
+from core.models import Job, JobState, Market, Offer, Placement
 from scheduler.store.known_names import KnownNames
 
 

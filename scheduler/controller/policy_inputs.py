@@ -22,7 +22,7 @@ from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
 from policies.views import JobView, MarketView, OfferTable
 from scheduler.controller.context import Context, Observed, ProviderRegistry
-from scheduler.models import Job, Offer, PlacementEnd
+from core.models import Job, Offer, PlacementEnd
 from scheduler.store import Store
 from scheduler.store.spend import BudgetSettings, SpendStore
 from scheduler.timing import (

@@ -1,5 +1,5 @@
 """Step for a job with a live instance: record the held offer's price series (what the bill
-integrates, :meth:`~scheduler.models.Placement.cost_usd`) and hold the job to its
+integrates, :meth:`~core.models.Placement.cost_usd`) and hold the job to its
 ``max_price_usd_per_hour`` while it runs.
 
 Source of the prices: the offer poller. Each poll replaces the latest offers and appends its
@@ -41,7 +41,7 @@ from datetime import datetime
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import MarketSnapshot, snapshot
 from scheduler.controller.throttle import Spread
-from scheduler.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
+from core.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
 from scheduler.poller.offers import history_source
 from scheduler.store.history_sources import REAL
 from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S, REPLAY_OFFER_POLL_S

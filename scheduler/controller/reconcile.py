@@ -22,7 +22,7 @@ from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.pricing import hold_price, settle
 from scheduler.controller.transitions import finish, save
-from scheduler.models import TAG_JOB, Job, JobState, PlacementEnd
+from core.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
 from scheduler.store import Lease, LeaseLostError, Leases, StaleJobError, keys
 from scheduler.timing import (

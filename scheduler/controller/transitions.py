@@ -9,7 +9,7 @@ from datetime import datetime
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.pricing import catch_up
-from scheduler.models import Job, JobEvent, JobState, Market, PlacementEnd
+from core.models import Job, JobEvent, JobState, Market, PlacementEnd
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ Metric names (units in the names, ``_total`` on counters as Prometheus expects):
 - ``ga_migrations_total{reason}`` counter (``preemption`` | ``price`` | ``lost``)
 - ``ga_money_saved_usd`` gauge: Σ over jobs of (on-demand reference cost − actual cost; the
   actual cost is what the market charged: each held offer's recorded price series
-  integrated over its running time, :meth:`scheduler.models.Placement.cost_usd`)
+  integrated over its running time, :meth:`core.models.Placement.cost_usd`)
 - ``ga_provider_errors_total{provider,operation,error}`` counter
 - ``ga_offer_poll_seconds{provider}`` histogram
 - ``ga_reconcile_pass_seconds`` histogram

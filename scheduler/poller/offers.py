@@ -19,7 +19,7 @@ from policies.observed_risk import blended_risk
 from providers.base import Provider
 from providers.errors import ProviderError
 from providers.replay import ReplayMarket
-from scheduler.models import Market, Offer, utcnow
+from core.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
 from scheduler.store.known_names import KnownNames

@@ -17,7 +17,7 @@ from typing import Any
 
 from providers.errors import ProviderError
 from scheduler.controller.context import ProviderRegistry
-from scheduler.models import Offer
+from core.models import Offer
 from scheduler.poller.offers import with_observed_risk
 from scheduler.provider_setup import build_providers, default_entries, load_config_file
 from scheduler.store import Store

@@ -1,7 +1,7 @@
 """``schedctl cost-report``: what jobs cost, from what was recorded.
 
 - **Compute**: what the market charged each placement: the held offer's price series
-  integrated over its running time (:meth:`scheduler.models.Placement.cost_usd`; the price at
+  integrated over its running time (:meth:`core.models.Placement.cost_usd`; the price at
   the decision, then every change the offer poller recorded in price history while it ran,
   each from the time it took effect), in market hours (wall time × the placement's
   ``time_scale``), per placement and in total; cost per GPU-hour; savings against the job's
@@ -25,7 +25,7 @@ from typing import Any
 
 from scheduler.checkpoints.checkpoints import list_checkpoints
 from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectStore
-from scheduler.models import Job, utcnow
+from core.models import Job, utcnow
 from scheduler.services import jobs as job_service
 from scheduler.store import Store
 

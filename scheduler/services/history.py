@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from providers.catalog.gpus import AWS_GPU_TYPES
-from scheduler.models import Market, OfferKey, utcnow
+from core.models import Market, OfferKey, utcnow
 from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store import Store
 from scheduler.store import history_sources as sources

@@ -31,7 +31,7 @@ from typing import Any
 from providers.catalog.dumps import parse_spot_history_json, parse_spot_tsv
 from providers.catalog.provider import offers_from_entries
 from providers.catalog.reader import parse_catalog
-from scheduler.models import OfferKey, PriceObservation
+from core.models import OfferKey, PriceObservation
 from scheduler.store import Store
 
 KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "vast", "aliyun", "oci", "runpod", "paperspace",

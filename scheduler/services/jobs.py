@@ -20,7 +20,7 @@ from policies.constraints import unknown_names
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
 from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
-from scheduler.models import (
+from core.models import (
     Job,
     JobEvent,
     JobSpec,
@@ -28,7 +28,7 @@ from scheduler.models import (
     describe_validation_error,
     utcnow,
 )
-from scheduler.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
+from core.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
 from scheduler.store import StaleJobError, Store
 from scheduler.store.job_stats import MIGRATION_REASONS
 from scheduler.store.known_names import KnownNames
@@ -195,7 +195,7 @@ def summary(job: Job) -> dict[str, Any]:
     """Job plus derived money figures: ``cost_usd``, ``on_demand_cost_usd``, ``savings_pct``,
     ``billed_hours`` (market hours), ``migrations`` (see :func:`migrations`),
     ``placement_costs``. Costs are the held offers' recorded price series integrated
-    (:meth:`~scheduler.models.Placement.cost_usd`)."""
+    (:meth:`~core.models.Placement.cost_usd`)."""
     now = utcnow()
     cost = job.cost_usd(now)
     on_demand = job.on_demand_cost_usd(now)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from scheduler.models import Market, Offer, utcnow
+from core.models import Market, Offer, utcnow
 from scheduler.store import Store
 from scheduler.store.history import from_ms, to_ms
 

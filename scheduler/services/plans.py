@@ -42,7 +42,7 @@ from policies.engine import decide_placement
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.context import ProviderRegistry
 from scheduler.controller.policy_inputs import JobInputs, MarketSnapshot, inputs_at, read_snapshot
-from scheduler.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
+from core.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
 from scheduler.services import jobs as job_service
 from scheduler.services.history import parse_when
 from scheduler.services.history_stats import Accumulator

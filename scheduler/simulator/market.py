@@ -26,7 +26,7 @@ from policies.views import AvailabilityStats, OfferTable
 from policies.zones import zone_correlation
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import SECONDS_PER_30_DAYS
-from scheduler.models import JobSpec, Market, MarketChoice, Offer
+from core.models import JobSpec, Market, MarketChoice, Offer
 
 DEFAULT_TICK_S = 600.0
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

@@ -13,8 +13,8 @@ import hmac
 
 import redis
 
-from scheduler.models import parse_lenient
-from scheduler.models.agents import AgentReport
+from core.models import parse_lenient
+from core.models.agents import AgentReport
 from scheduler.store import keys, scripts
 from scheduler.store.jobs import JobStore, cap_log_line
 from scheduler.timing import JOB_LOG_MAX_LINES

@@ -71,7 +71,7 @@ def connect(redis_url: str | None = None, home: Path | None = None,
         client = redis.Redis.from_url(url, health_check_interval=30, **_client_options())
     else:
         if home is None:
-            from scheduler.config import home_dir
+            from core.config import home_dir
             home = home_dir()
         embedded = EmbeddedRedis(home / "redis")
         client = embedded.start()

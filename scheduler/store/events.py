@@ -1,6 +1,6 @@
 """The job event stream: every job timeline event, also in one capped Redis stream.
 
-Each :class:`~scheduler.models.JobEvent` a job write adds is XADDed to ``ga:events`` in the
+Each :class:`~core.models.JobEvent` a job write adds is XADDed to ``ga:events`` in the
 same MULTI as the job itself (:func:`publish`, called by :mod:`scheduler.store.job_writes`), so
 an event is in the stream if and only if its job write committed, on whichever replica made it.
 The stream is trimmed approximately to ``EVENTS_STREAM_MAXLEN`` entries.
@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from scheduler.models import Job
+from core.models import Job
 from scheduler.store import keys
 from scheduler.timing import EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
 

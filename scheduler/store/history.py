@@ -42,7 +42,7 @@ from datetime import datetime
 
 import redis
 
-from scheduler.models import PriceObservation
+from core.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history_scripts import APPEND, COMPACT
 from scheduler.store.history_sources import REAL, check, is_replay

@@ -35,7 +35,7 @@ from typing import Any
 
 import redis
 
-from scheduler.models import Job, JobState, PlacementEnd, parse_lenient
+from core.models import Job, JobState, PlacementEnd, parse_lenient
 from scheduler.store import keys
 
 log = logging.getLogger(__name__)

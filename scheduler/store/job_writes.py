@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import redis
 
-from scheduler.models import Job
+from core.models import Job
 from scheduler.store import events, job_stats
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import redis
 
-from scheduler.models import Job, parse_lenient, utcnow
+from core.models import Job, parse_lenient, utcnow
 from scheduler.store import keys
 from scheduler.store.job_writes import after_commit, after_write
 from scheduler.store.leases import Lease

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import redis
 
-from scheduler.models import Offer
+from core.models import Offer
 from scheduler.store import keys
 
 ATTRIBUTES = ("provider", "region", "zone", "gpu_model", "instance_type")

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from scheduler.models import Offer, OfferKey, PriceObservation, parse_lenient
+from core.models import Offer, OfferKey, PriceObservation, parse_lenient
 from scheduler.store import keys
 from scheduler.store.history import HistoryStore, to_ms
 from scheduler.store.history_sources import REAL, check

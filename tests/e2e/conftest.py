@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from providers.replay.provider import ReplayProvider
-from scheduler.config import examples_dir, shared_data_dir
+from core.config import examples_dir, shared_data_dir
 from tests.e2e.harness import DaemonProcess
 
 # Long enough to span a preemption on the replayed markets (~30-40 s of wall time here).

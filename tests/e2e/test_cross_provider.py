@@ -15,7 +15,7 @@ import pytest
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.checkpoints import list_checkpoints, restore_latest
 from scheduler.checkpoints.urls import open_store
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from tests.e2e.conftest import E2E_ENV, load_params
 from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
 

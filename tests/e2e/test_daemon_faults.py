@@ -12,8 +12,8 @@ import time
 import pytest
 
 from providers.replay.provider import ReplayProvider
-from scheduler.config import examples_dir
-from scheduler.models import TAG_JOB
+from core.config import examples_dir
+from core.models import TAG_JOB
 from tests.e2e.harness import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -16,7 +16,7 @@ from scheduler.checkpoints.checkpoints import list_checkpoints
 from scheduler.checkpoints.keys import created_ms_of
 from scheduler.checkpoints.urls import open_store
 from scheduler.cli.client import CliError
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from scheduler.store import keys
 from tests.e2e.conftest import E2E_ENV
 from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for

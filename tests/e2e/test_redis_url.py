@@ -3,7 +3,7 @@
 import pytest
 
 from providers.replay.provider import ReplayProvider
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from tests.e2e.harness import DaemonProcess, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ from providers.replay import shutdown_cloud
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.checkpoints import list_checkpoints, restore_latest
 from scheduler.checkpoints.urls import open_store
-from scheduler.config import examples_dir
-from scheduler.models import TAG_ATTEMPT, TAG_JOB
+from core.config import examples_dir
+from core.models import TAG_ATTEMPT, TAG_JOB
 from scheduler.store import keys
 from tests.e2e.conftest import E2E_ENV, load_params
 from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for

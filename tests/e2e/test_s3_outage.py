@@ -18,8 +18,8 @@ import pytest
 
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.urls import open_store
-from scheduler.config import examples_dir
-from scheduler.models import TAG_JOB
+from core.config import examples_dir
+from core.models import TAG_JOB
 from tests.e2e.conftest import E2E_ENV
 from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
 from tests.e2e.outcomes import (

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from providers.replay.provider import ReplayProvider
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from scheduler.store.agents import AgentTokens
 from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
 from tests.fixtures.redis_server import start_redis

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from scheduler.models import JobSpec
+from core.models import JobSpec
 
 
 def spec(**overrides) -> JobSpec:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from scheduler.models import Offer
+from core.models import Offer
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
 from scheduler.cli.bundle import load_spec_file
-from scheduler.models import JobSpec
+from core.models import JobSpec
 
 
 def test_unquoted_yaml_timestamps_become_iso_strings(tmp_path):

@@ -2,8 +2,8 @@
 
 from datetime import timedelta
 
-from scheduler.models import Job, JobState
-from scheduler.models.jobs import Placement, PlacementEnd
+from core.models import Job, JobState
+from core.models.jobs import Placement, PlacementEnd
 from scheduler.services.jobs import summary
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer

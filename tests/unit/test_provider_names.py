@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from providers.replay.provider import ReplayProvider
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from scheduler.controller.context import ProviderRegistry
 from scheduler.provider_setup import ProviderConfigError, build_providers, default_entries
 

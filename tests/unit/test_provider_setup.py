@@ -1,6 +1,6 @@
 import pytest
 
-from scheduler.config import examples_dir
+from core.config import examples_dir
 from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,

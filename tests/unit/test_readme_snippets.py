@@ -29,7 +29,7 @@ import yaml
 from typer.testing import CliRunner
 
 from scheduler.cli.main import app
-from scheduler.config import REPO_ROOT, shared_data_dir
+from core.config import REPO_ROOT, shared_data_dir
 
 README = REPO_ROOT / "README.md"
 
@@ -89,7 +89,7 @@ def _needs_shared_data(text: str) -> None:
 
 # ----- yaml ------------------------------------------------------------------------------
 def _check_job_spec(raw: dict) -> None:
-    from scheduler.models import JobSpec
+    from core.models import JobSpec
 
     spec = JobSpec.model_validate(raw)
     if spec.workdir:  # relative to the spec file: the README's spec is examples/'s

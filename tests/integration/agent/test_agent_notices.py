@@ -18,7 +18,7 @@ from scheduler.agent.notices import (
     parse_aws_instance_action,
     parse_aws_rebalance,
 )
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 from tests.integration.agent.fakes import FakeImds
 
 EXAMPLES = shared_data_dir() / "api_examples"

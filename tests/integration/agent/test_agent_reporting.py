@@ -11,8 +11,8 @@ import pytest
 from scheduler.agent.job import job_environment
 from scheduler.agent.reporter import LINES_PER_REPORT, Reporter
 from scheduler.agent.settings import AgentSettings
-from scheduler.models import JobSpec
-from scheduler.models.agents import AgentAction, AgentPhase
+from core.models import JobSpec
+from core.models.agents import AgentAction, AgentPhase
 
 
 class Daemon:

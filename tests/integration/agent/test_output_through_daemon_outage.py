@@ -19,9 +19,9 @@ import uvicorn
 from scheduler.agent.reporter import Reporter
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
-from scheduler.models import Job, JobState, utcnow
-from scheduler.models.agents import AgentPhase, AgentReport
-from scheduler.models.jobs import Placement
+from core.models import Job, JobState, utcnow
+from core.models.agents import AgentPhase, AgentReport
+from core.models.jobs import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.jobs import cap_log_line

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler.agent.reporter import Reporter
 from scheduler.agent.settings import AgentSettings
-from scheduler.models.agents import AgentAction, AgentPhase
+from core.models.agents import AgentAction, AgentPhase
 from tests.fixtures.redis_server import free_port
 
 

@@ -27,7 +27,7 @@ from scheduler.checkpoints import (
     upload_workdir,
 )
 from scheduler.controller.context import AgentBootstrap
-from scheduler.models import Job, JobSpec
+from core.models import Job, JobSpec
 from scheduler.store.agents import AgentTokens
 from tests.integration.agent.fakes import (
     JOB_SCRIPT_DIR,

@@ -15,7 +15,7 @@ from providers.base import LaunchRequest
 from providers.errors import CapacityError, ProviderError
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
-from scheduler.models import (
+from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,

@@ -18,7 +18,7 @@ from scheduler.api.app import create_app
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.checkpoints.objectstore import UnsafeBundle
-from scheduler.models.limits import BUNDLE_MAX_UNPACKED_BYTES
+from core.models.limits import BUNDLE_MAX_UNPACKED_BYTES
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from scheduler.api import limits as body_limits
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
-from scheduler.models import limits as L
+from core.models import limits as L
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 

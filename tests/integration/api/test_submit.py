@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
-from scheduler.models import JobState, utcnow
-from scheduler.models.jobs import Placement
+from core.models import JobState, utcnow
+from core.models.jobs import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from tests.factories.offers import offer

@@ -11,7 +11,7 @@ from providers.aws.launch import AGENT_BASE_DIR
 from providers.base import LaunchRequest
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
-from scheduler.models import (
+from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,

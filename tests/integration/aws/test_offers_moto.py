@@ -4,7 +4,7 @@ come from the local Price List fake (moto has no Price List API)."""
 
 from __future__ import annotations
 
-from scheduler.models import Market
+from core.models import Market
 from tests.contract.providers.aws.data import price_list
 from tests.contract.providers.aws.fake_aws import FakeAws
 

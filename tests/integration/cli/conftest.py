@@ -17,7 +17,7 @@ import uvicorn
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
-from scheduler.models import Job, JobSpec, JobState, utcnow
+from core.models import Job, JobSpec, JobState, utcnow
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 

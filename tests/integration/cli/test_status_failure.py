@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from scheduler.cli.main import app as cli
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import JobState, utcnow
-from scheduler.models.agents import AgentPhase, AgentReport
-from scheduler.models.jobs import FAILURE_LOG_LINE_CHARS, FAILURE_LOG_LINES
+from core.models import JobState, utcnow
+from core.models.agents import AgentPhase, AgentReport
+from core.models.jobs import FAILURE_LOG_LINE_CHARS, FAILURE_LOG_LINES
 from tests.integration.cli.conftest import new_job
 from tests.integration.controller.conftest import controller_context, replay_market  # noqa: F401
 

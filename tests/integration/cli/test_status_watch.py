@@ -8,8 +8,8 @@ import subprocess
 import sys
 from datetime import timedelta
 
-from scheduler.models import JobState, PlacementEnd, utcnow
-from scheduler.models.jobs import Placement
+from core.models import JobState, PlacementEnd, utcnow
+from core.models.jobs import Placement
 from tests.factories.offers import offer
 from tests.integration.cli.conftest import line_reader, new_job
 

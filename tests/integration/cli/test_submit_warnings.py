@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from scheduler.cli.main import app as cli
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import JobState
+from core.models import JobState
 from scheduler.poller.offers import OfferPoller
 from scheduler.store.known_names import KnownNames
 from tests.integration.cli.conftest import TOKEN

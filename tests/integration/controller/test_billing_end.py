@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from scheduler.controller.context import Context, ProviderRegistry
 from scheduler.controller.transitions import end_placement
-from scheduler.models import Job, JobState, Placement, PlacementEnd, utcnow
+from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.store import Store
 from tests.factories.jobs import spec
 from tests.factories.offers import offer

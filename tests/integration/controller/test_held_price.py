@@ -20,8 +20,8 @@ from rich.console import Console
 from scheduler.api.app import _command_for
 from scheduler.cli import render
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import Job, JobState, PlacementEnd, StopKind, utcnow
-from scheduler.models.agents import AgentAction, AgentPhase, AgentReport
+from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
+from core.models.agents import AgentAction, AgentPhase, AgentReport
 from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import costs

@@ -15,8 +15,8 @@ import pytest
 
 from scheduler.api.app import _command_for
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import Job, JobState, PlacementEnd, StopKind, utcnow
-from scheduler.models.agents import AgentAction, AgentPhase, AgentReport
+from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
+from core.models.agents import AgentAction, AgentPhase, AgentReport
 from scheduler.notify.budget_webhook import BudgetOutbox, WebhookDeliverer
 from scheduler.poller.offers import OfferPoller
 from scheduler.store import keys
@@ -158,7 +158,7 @@ def test_price_migration_checkpoints_moves_and_places_on_the_cheaper_offer(ctx):
 
 
 def test_a_preemption_during_a_move_counts_as_a_preemption(ctx):
-    from scheduler.models.instances import PreemptionNotice
+    from core.models.instances import PreemptionNotice
     job = _running_on_dear(ctx)
     at = _at(ctx, 120)
     _report(ctx, job, AgentPhase.RUNNING, at, checkpoint_id="c1")

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.controller.pricing import hold_price
 from scheduler.controller.transitions import end_placement
-from scheduler.models import (
+from core.models import (
     Job,
     JobState,
     Placement,

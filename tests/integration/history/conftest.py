@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 from scheduler.store import Store
 
 DUMPS = Path("price_history/aws_p2_p3_2019-12_2020-03/logs/aws/cost")

@@ -15,7 +15,7 @@ from scheduler.api.app import create_app
 from scheduler.checkpoints.checkpoints import commit_checkpoint
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.cli.main import app as cli
-from scheduler.models import Job, JobState, Placement, PlacementEnd, utcnow
+from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.services import costs
 from scheduler.services.history_import import import_path
 from scheduler.store.agents import AgentTokens

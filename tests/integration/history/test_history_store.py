@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.models import PriceObservation
+from core.models import PriceObservation
 from scheduler.store import keys
 from scheduler.store.history import HistoryStore, to_ms
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.models import PriceObservation, utcnow
+from core.models import PriceObservation, utcnow
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import history as history_service
 from scheduler.services.history_import import import_path

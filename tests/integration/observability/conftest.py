@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
-from scheduler.models import Job, JobState, PlacementEnd, utcnow
-from scheduler.models.jobs import Placement
+from core.models import Job, JobState, PlacementEnd, utcnow
+from core.models.jobs import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from tests.factories.offers import offer

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from scheduler.cli.events import format_event
 from scheduler.cli.main import app as cli
-from scheduler.models import JobState, PlacementEnd
+from core.models import JobState, PlacementEnd
 from scheduler.observability.logs import json_formatter
 from scheduler.store import StaleJobError
 from tests.integration.observability.conftest import end, place, submit

@@ -16,7 +16,7 @@ import uvicorn
 from typer.testing import CliRunner
 
 from scheduler.cli.main import app as cli
-from scheduler.models import JobState, PlacementEnd
+from core.models import JobState, PlacementEnd
 from scheduler.store import StaleJobError
 from tests.integration.observability.conftest import TOKEN, end, place, submit
 

@@ -11,7 +11,7 @@ from providers.errors import CapacityError, TransientError
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import JobState, PlacementEnd
+from core.models import JobState, PlacementEnd
 from scheduler.observability.providers import CountedProvider
 from scheduler.poller.offers import OfferPoller
 from scheduler.store import Store

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from scheduler.config import REPO_ROOT
+from core.config import REPO_ROOT
 from scheduler.store.connection import EmbeddedRedis
 
 JOB = REPO_ROOT / "examples" / "charlm-job.yaml"

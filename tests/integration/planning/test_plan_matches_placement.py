@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import JobState
+from core.models import JobState
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import jobs as job_service
 from scheduler.services.plans import plan_without_daemon
@@ -127,7 +127,7 @@ def test_an_empty_market_says_so_as_a_placement_would(redis_client, tmp_path):
 def test_with_history_only_the_estimates_say_the_daemon_would_wait(redis_client, tmp_path):
     from datetime import timedelta
 
-    from scheduler.models import PriceObservation, utcnow
+    from core.models import PriceObservation, utcnow
     from scheduler.store import Store
 
     store = Store.over(redis_client)

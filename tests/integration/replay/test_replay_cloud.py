@@ -17,7 +17,7 @@ import pytest
 from providers.base import LaunchRequest, Provider
 from providers.errors import CapacityError, ProviderError
 from providers.replay import ReplayProvider, procs
-from scheduler.models import (
+from core.models import (
     TAG_JOB,
     TAG_OWNER,
     InstanceState,

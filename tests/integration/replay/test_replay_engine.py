@@ -15,7 +15,7 @@ import pytest
 from providers.replay import procs
 from providers.replay.engine import ReplayCloud
 from providers.replay.market import load_market
-from scheduler.models import InstanceState
+from core.models import InstanceState
 
 STANDIN_AGENT = Path(__file__).with_name("standin_agent.py")
 BODY = {"offer": {"provider": "replay", "region": "r1", "zone": "r1a", "instance_type": "steady",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from providers.replay.market import load_market
-from scheduler.models import JobSpec
+from core.models import JobSpec
 from scheduler.simulator.market import build_sim_market
 
 OFFER = ("{provider: aws, region: r1, zone: %s, instance_type: p3.2xlarge, gpu_model: V100, "

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scheduler.cli.main import app
-from scheduler.config import examples_dir, shared_data_dir
+from core.config import examples_dir, shared_data_dir
 from tests.integration.simulator.conftest import write_market
 
 JOB = "name: sim\ncommand: python train.py\nresources: {gpu_count: 1, min_vram_gib: 16}\n"

@@ -10,8 +10,8 @@ import pytest
 from providers.replay import ReplayProvider, shutdown_cloud
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.daemon import Daemon, DaemonSettings
-from scheduler.models import Job, JobState, utcnow
-from scheduler.models.agents import AgentPhase, AgentReport
+from core.models import Job, JobState, utcnow
+from core.models.agents import AgentPhase, AgentReport
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
 

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.models import Job, JobState, utcnow
+from core.models import Job, JobState, utcnow
 from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys
 from scheduler.store.agents import AgentTokens
 from scheduler.store.leases import LeasedTask

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.daemon import Daemon, DaemonSettings
-from scheduler.models import Job, JobState, utcnow
+from core.models import Job, JobState, utcnow
 from scheduler.store import LeaseLostError, keys
 from scheduler.timing import JOB_LEASE_TTL_S, RECONCILER_ACTIVE_WINDOW_S
 from tests.factories.jobs import spec

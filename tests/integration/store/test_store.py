@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.models import Job, JobState, PriceObservation, utcnow
+from core.models import Job, JobState, PriceObservation, utcnow
 from scheduler.store import JobExistsError, StaleJobError, Store, keys
 from scheduler.store.connection import EmbeddedRedis
 from scheduler.store.leases import Leases

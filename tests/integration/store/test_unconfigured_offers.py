@@ -5,7 +5,7 @@ Real Redis; the daemon is constructed (not run) over it."""
 from __future__ import annotations
 
 from scheduler.daemon import Daemon, DaemonSettings
-from scheduler.models import PriceObservation
+from core.models import PriceObservation
 from scheduler.store import Store
 from tests.factories.offers import T0, offer
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from scheduler.cli import app as cli_app
 from scheduler.cli.main import app
-from scheduler.config import examples_dir
+from core.config import examples_dir
 
 GCP_CSV = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,"
            "SpotPrice,Region,AvailabilityZone\n"

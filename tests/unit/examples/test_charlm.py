@@ -220,7 +220,7 @@ def test_bad_arguments_exit_nonzero(tmp_path, args, env, message):
 
 def test_job_spec_is_valid_and_points_at_the_script():
     yaml = pytest.importorskip("yaml")
-    from scheduler.models import JobSpec
+    from core.models import JobSpec
 
     path = REPO / "examples" / "charlm-job.yaml"
     spec = JobSpec.model_validate(yaml.safe_load(path.read_text()))

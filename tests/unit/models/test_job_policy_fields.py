@@ -4,8 +4,8 @@ job fields they drive."""
 import pytest
 from pydantic import ValidationError
 
-from scheduler.models import Job, JobState, PlacementEnd, StopKind, StopRequest, utcnow
-from scheduler.models.errors import describe_validation_error
+from core.models import Job, JobState, PlacementEnd, StopKind, StopRequest, utcnow
+from core.models.errors import describe_validation_error
 from tests.factories.jobs import spec
 
 

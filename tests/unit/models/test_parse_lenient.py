@@ -1,6 +1,6 @@
 import json
 
-from scheduler.models import Job, JobState, parse_lenient, utcnow
+from core.models import Job, JobState, parse_lenient, utcnow
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
 

@@ -1,4 +1,4 @@
-"""Every free-text field of a job spec is bounded (scheduler.models.limits): at its limit it
+"""Every free-text field of a job spec is bounded (core.models.limits): at its limit it
 is accepted, one past it is refused naming the field and saying the limit; the whole spec is
 bounded too. A job stored before a limit existed still reads (the store is not user input)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.models import JobSpec, parse_lenient, utcnow
-from scheduler.models import limits as L
-from scheduler.models.jobs import Job
+from core.models import JobSpec, parse_lenient, utcnow
+from core.models import limits as L
+from core.models.jobs import Job
 from scheduler.services.jobs import SpecError, parse_spec
 
 BASE = {"name": "train", "command": "python train.py"}

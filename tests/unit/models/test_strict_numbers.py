@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from policies.budget import BudgetAlert
-from scheduler.models.errors import json_safe
+from core.models.errors import json_safe
 from scheduler.provider_setup import BudgetConfig, ProviderConfigError, _budget_config
 from scheduler.services.jobs import SpecError, parse_spec
 

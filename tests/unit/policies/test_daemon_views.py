@@ -6,7 +6,7 @@ import pytest
 from policies.daemon_views import job_view, market_view
 from policies.engine import decide_placement, should_migrate
 from policies.views import NO_OFFER, NO_ZONE, Reason
-from scheduler.models import Job, Placement, PlacementEnd
+from core.models import Job, Placement, PlacementEnd
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 

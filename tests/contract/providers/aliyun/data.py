@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 from tests.contract.providers.aliyun.fake_ecs import Catalog
 
 EXAMPLES = shared_data_dir() / "api_examples" / "aliyun_ecs"

@@ -15,7 +15,7 @@ from providers.aliyun.launch import (
     run_instances_params,
     tag_params,
 )
-from scheduler.models import Market, Offer
+from core.models import Market, Offer
 
 AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from providers.errors import AuthError
-from scheduler.models import Market, OfferKey
+from core.models import Market, OfferKey
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,

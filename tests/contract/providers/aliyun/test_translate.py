@@ -9,7 +9,7 @@ import pytest
 
 from providers.aliyun import translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
-from scheduler.models import InstanceState, Market
+from core.models import InstanceState, Market
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,

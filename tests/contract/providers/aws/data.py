@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 
 DUMPS_DIR = shared_data_dir() / "price_history" / "aws_p2_p3_2019-12_2020-03" / "logs" / "aws" / "cost"
 ADVISOR_FILE = shared_data_dir() / "spot_advisor" / "spot-advisor-data.json"

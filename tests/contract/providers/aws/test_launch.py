@@ -20,7 +20,7 @@ from providers.aws.launch import (
 )
 from providers.base import LaunchRequest
 from providers.errors import AuthError, CapacityError, ProviderError, QuotaError
-from scheduler.models import TAG_JOB, TAG_OWNER, Market, Offer
+from core.models import TAG_JOB, TAG_OWNER, Market, Offer
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 SECRET = "agent-token-and-store-secret-0123456789"

@@ -11,7 +11,7 @@ import pytest
 
 from providers.aws.translate import RISK_BY_BUCKET, aware_utc
 from providers.errors import AuthError
-from scheduler.models import Market
+from core.models import Market
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,

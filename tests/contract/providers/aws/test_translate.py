@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from providers.aws import translate
-from scheduler.models import InstanceState, Market
+from core.models import InstanceState, Market
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,

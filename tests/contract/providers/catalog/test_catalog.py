@@ -21,7 +21,7 @@ from providers.catalog.provider import (
 )
 from providers.catalog.reader import CatalogFormatError, parse_catalog
 from providers.errors import NotFoundError, ProviderError, TransientError
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 from scheduler.provider_setup import ProviderConfigError, build_providers
 
 CATALOGS = {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ import pytest
 from providers.replay.catalog import read_catalog, vram_gib_from_gpu_info
 from providers.replay.market import MarketError, load_market
 from providers.replay.timeline import load_trace
-from scheduler.config import examples_dir
-from scheduler.models import Market
+from core.config import examples_dir
+from core.models import Market
 
 CATALOG = "catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv"
 TRACES = "traces/cbl_spot_traces"

@@ -17,7 +17,7 @@ from providers.replay.timeline import (
     TraceError,
     load_trace,
 )
-from scheduler.config import shared_data_dir
+from core.config import shared_data_dir
 
 EPOCH = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -7,8 +7,8 @@ from enum import Enum
 
 from pydantic import Field, field_validator
 
-from scheduler.models.base import StrictModel, ensure_utc
-from scheduler.models.offers import OfferKey
+from core.models.base import StrictModel, ensure_utc
+from core.models.offers import OfferKey
 
 # Tags every instance we launch carries (dstack-style ownership), so reconciliation and leak
 # collection can tell ours from anything else in the account.

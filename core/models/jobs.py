@@ -2,7 +2,7 @@
 
 The job spec is read from YAML (``schedctl submit job.yaml``) or the API; it is strict: unknown
 fields, wrong types and out-of-range values are refused with the field's path, the bad value and
-what is allowed (see :func:`scheduler.models.errors.describe_validation_error`). Numbers are
+what is allowed (see :func:`core.models.errors.describe_validation_error`). Numbers are
 strict and finite: ``true``, ``"2"``, ``.nan`` and ``.inf`` are refused (ints are fine for floats).
 """
 
@@ -15,9 +15,9 @@ from enum import Enum
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from scheduler.models import limits
-from scheduler.models.base import Count, Number, StrictModel, ensure_utc, limits_apply, utcnow
-from scheduler.models.offers import Market, Offer
+from core.models import limits
+from core.models.base import Count, Number, StrictModel, ensure_utc, limits_apply, utcnow
+from core.models.offers import Market, Offer
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 
@@ -42,8 +42,8 @@ def _cap_text(value: str | None, most: int, info: ValidationInfo, hint: str = ""
 
 
 def _cap_names(value: list[str] | None, info: ValidationInfo) -> list[str] | None:
-    """A name list within :data:`~scheduler.models.limits.LIST_MAX_ITEMS` items of at most
-    :data:`~scheduler.models.limits.LIST_ITEM_MAX_CHARS` characters each."""
+    """A name list within :data:`~core.models.limits.LIST_MAX_ITEMS` items of at most
+    :data:`~core.models.limits.LIST_ITEM_MAX_CHARS` characters each."""
     if value is None or not limits_apply(info):
         return value
     if len(value) > limits.LIST_MAX_ITEMS:
@@ -58,7 +58,7 @@ def _cap_names(value: list[str] | None, info: ValidationInfo) -> list[str] | Non
 class Resources(StrictModel):
     """What one instance must have. VRAM and memory are GiB; ``gpu_models`` matches
     case-insensitively (``V100`` matches ``v100``); empty or absent means any model (at most
-    256 names of at most 128 characters, :mod:`scheduler.models.limits`)."""
+    256 names of at most 128 characters, :mod:`core.models.limits`)."""
 
     gpu_count: Count = Field(default=1, ge=0, le=64)
     min_vram_gib: Number = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
@@ -71,7 +71,7 @@ class Resources(StrictModel):
 
 class AllowDeny(StrictModel):
     """An allow list (empty means all) and a deny list (always wins); each at most 256 names
-    of at most 128 characters (:mod:`scheduler.models.limits`)."""
+    of at most 128 characters (:mod:`core.models.limits`)."""
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
@@ -151,7 +151,7 @@ class JobSpec(StrictModel):
       ``default``): per-user budgets of the daemon config apply to all jobs of an owner.
 
     Every free-text field is bounded, and the whole spec is at most 64 KiB as JSON: the
-    limits are :mod:`scheduler.models.limits`; over one, validation fails naming the field.
+    limits are :mod:`core.models.limits`; over one, validation fails naming the field.
     A spec read back from the store (validation context ``stored``) is not held to them.
     """
 
@@ -239,7 +239,7 @@ class JobSpec(StrictModel):
 
 
 def _cap_env(value: dict[str, str]) -> None:
-    """Raises ``ValueError`` when ``env`` is over a limit of :mod:`scheduler.models.limits`
+    """Raises ``ValueError`` when ``env`` is over a limit of :mod:`core.models.limits`
     (long names are cut in the message)."""
     if len(value) > limits.ENV_MAX_VARS:
         raise ValueError(f"at most {limits.ENV_MAX_VARS} variables, got {len(value)}")

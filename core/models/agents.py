@@ -12,8 +12,8 @@ from enum import Enum
 
 from pydantic import Field, field_validator
 
-from scheduler.models.base import StrictModel, ensure_utc
-from scheduler.models.instances import PreemptionNotice
+from core.models.base import StrictModel, ensure_utc
+from core.models.instances import PreemptionNotice
 
 
 class AgentPhase(str, Enum):

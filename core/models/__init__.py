@@ -1,9 +1,9 @@
 """Data models (pydantic v2). One module per noun; re-exported here for convenience."""
 
-from scheduler.models.base import StrictModel, ValueModel, parse_lenient, utcnow
-from scheduler.models.checkpoints import CheckpointFile, CheckpointManifest
-from scheduler.models.errors import describe_validation_error, format_validation_error
-from scheduler.models.instances import (
+from core.models.base import StrictModel, ValueModel, parse_lenient, utcnow
+from core.models.checkpoints import CheckpointFile, CheckpointManifest
+from core.models.errors import describe_validation_error, format_validation_error
+from core.models.instances import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,
@@ -11,7 +11,7 @@ from scheduler.models.instances import (
     InstanceState,
     PreemptionNotice,
 )
-from scheduler.models.jobs import (
+from core.models.jobs import (
     AllowDeny,
     CheckpointSpec,
     Job,
@@ -26,7 +26,7 @@ from scheduler.models.jobs import (
     StopKind,
     StopRequest,
 )
-from scheduler.models.offers import Market, Offer, OfferKey, PriceObservation
+from core.models.offers import Market, Offer, OfferKey, PriceObservation
 
 __all__ = [
     "TAG_ATTEMPT",

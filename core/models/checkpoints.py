@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field, field_validator
 
-from scheduler.models.base import StrictModel, ensure_utc
+from core.models.base import StrictModel, ensure_utc
 
 
 class CheckpointFile(StrictModel):

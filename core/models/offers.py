@@ -11,7 +11,7 @@ from enum import Enum
 
 from pydantic import Field, field_validator
 
-from scheduler.models.base import ValueModel, ensure_utc
+from core.models.base import ValueModel, ensure_utc
 
 
 class Market(str, Enum):
