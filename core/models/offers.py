@@ -54,7 +54,9 @@ class Offer(ValueModel):
 
     Prices are USD per hour for the whole instance. ``interruption_risk`` is the monthly
     interruption frequency as a fraction in [0, 1] (the AWS Spot Advisor notion: share of spot
-    instances reclaimed over a trailing month); on-demand offers carry 0. ``observed_at`` is
+    instances reclaimed over a trailing month); on-demand offers carry 0; ``None`` when the
+    source rates none (an adapter leaves it so; the service gives it the policies' prior,
+    :data:`policies.priors.UNKNOWN_SPOT_RISK`, before the offer is stored). ``observed_at`` is
     aware UTC, when the provider reported the offer.
     """
 
@@ -72,7 +74,7 @@ class Offer(ValueModel):
     on_demand_price_usd_per_hour: float | None = Field(
         default=None, ge=0, description="the same instance type's on-demand price, for savings"
     )
-    interruption_risk: float = Field(default=0.0, ge=0, le=1)
+    interruption_risk: float | None = Field(default=0.0, ge=0, le=1)
     observed_at: datetime
 
     _validate_observed_at = field_validator("observed_at")(ensure_utc)

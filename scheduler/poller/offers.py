@@ -16,6 +16,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from policies.observed_risk import blended_risk
+from policies.priors import UNKNOWN_SPOT_RISK
 from providers.base import Provider
 from providers.errors import ProviderError
 from providers.replay import ReplayMarket
@@ -30,7 +31,10 @@ log = logging.getLogger(__name__)
 
 
 def with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) -> Offer:
-    """The offer with its advertised interruption risk blended with what we observed on it."""
+    """The offer with its advertised interruption risk (the policies' prior when its source
+    rates none) blended with what we observed on it."""
+    if offer.interruption_risk is None:
+        offer = offer.model_copy(update={"interruption_risk": UNKNOWN_SPOT_RISK})
     seen = exposure.get(offer.key.series()) if offer.market is Market.SPOT else None
     if not seen:
         return offer
