@@ -20,7 +20,8 @@ import json
 import logging
 import time
 from datetime import datetime
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -31,6 +32,8 @@ from scheduler.timing import (
     IMDS_TOKEN_TTL_S,
     METADATA_TIMEOUT_S,
 )
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -180,26 +183,24 @@ class AwsImdsNotices(_MetadataClient):
             return None
         return answer.text
 
-    def poll(self) -> PreemptionNotice | None:
-        body = self._read(AWS_INSTANCE_ACTION_PATH)
+    def _parsed(self, path: str, parse: Callable[[str], T], what: str) -> T | None:
+        """``parse`` of the body of ``path``; ``None`` when absent or unreadable (logged)."""
+        body = self._read(path)
         if body is None:
             return None
         try:
-            return parse_aws_instance_action(body)
+            return parse(body)
         except ValueError as exc:
-            logger.warning("ignoring unreadable spot/instance-action: %s", exc)
+            logger.warning("ignoring unreadable %s: %s", what, exc)
             return None
+
+    def poll(self) -> PreemptionNotice | None:
+        return self._parsed(AWS_INSTANCE_ACTION_PATH, parse_aws_instance_action,
+                            "spot/instance-action")
 
     def rebalance_recommendation(self) -> datetime | None:
         """When AWS recommended moving off this instance (aware UTC), or ``None``."""
-        body = self._read(AWS_REBALANCE_PATH)
-        if body is None:
-            return None
-        try:
-            return parse_aws_rebalance(body)
-        except ValueError as exc:
-            logger.warning("ignoring unreadable rebalance recommendation: %s", exc)
-            return None
+        return self._parsed(AWS_REBALANCE_PATH, parse_aws_rebalance, "rebalance recommendation")
 
 
 class AliyunNotices(_MetadataClient):
