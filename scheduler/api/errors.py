@@ -4,14 +4,19 @@ Every error body is ``{"detail": <message or list of problems>, "problems"?: [..
 string from our own checks (naming the field), a list from FastAPI's request validation,
 ``problems`` from job-spec validation. :data:`ERROR_RESPONSES` documents the codes every
 route may answer; :func:`install` makes a 405 list every method the path supports (Starlette
-lists only the first route's), so the ``Allow`` header matches the spec, and makes a request
-validation error echo a ``NaN``/``Infinity`` input as text instead of failing to write it.
+lists only the first route's), so the ``Allow`` header matches the spec, makes a request
+validation error echo a ``NaN``/``Infinity`` input as text instead of failing to write it,
+and answers the service's errors: an outage of Redis or of the checkpoint store 503 with
+``Retry-After`` (a command Redis refused 500: our bug), a refused job spec 422 with its
+problems, a spent budget 409, an unknown job or object 404.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
@@ -19,9 +24,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import Route, compile_path
 
 from core.models.errors import brief, json_safe
+from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectNotFound
+from scheduler.services.jobs import BudgetExhausted
+from scheduler.services.jobs import JobNotFound, SpecError
+
+log = logging.getLogger(__name__)
+
+# Redis refusing a command (a wrong argument, a wrong type) is a bug in this code: answered 500
+# and logged with its traceback. Connection failures, timeouts, a loading or read-only (failing
+# over) or full server are outages: 503 with Retry-After.
+_REDIS_BUGS = (redis.exceptions.ResponseError, redis.exceptions.DataError)
+_REDIS_BUSY = (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
+               redis.exceptions.TryAgainError, redis.exceptions.MasterDownError)
 
 
 class ErrorBody(BaseModel):
@@ -48,8 +65,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def install(app: FastAPI) -> None:
-    """Register the 405 handler and the request-validation handler on ``app`` (other HTTP
-    errors keep FastAPI's handler)."""
+    """Register the 405 handler, the request-validation handler and the service errors'
+    handlers on ``app`` (other HTTP errors keep FastAPI's handler)."""
+    _install_service_errors(app)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError):
@@ -62,9 +80,53 @@ def install(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code != 405:
             return await http_exception_handler(request, exc)
-        path = request.url.path
-        allowed = sorted({method for route in request.app.routes
-                          if isinstance(route, Route) and route.path_regex.match(path)
-                          for method in (route.methods or ())})
+        allowed = _methods_of(request.app, request.url.path)
         exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
         return await http_exception_handler(request, exc)
+
+
+def _methods_of(app: FastAPI, path: str) -> list[str]:
+    """The methods of the paths matching ``path``, sorted: those the OpenAPI spec of ``app``
+    lists (the routes of included routers, which ``app.routes`` does not list one by one) and
+    those of the app's own routes (the docs, outside the spec)."""
+    specified = {method.upper() for template, operations in app.openapi()["paths"].items()
+                 if compile_path(template)[0].match(path) for method in operations}
+    own = {method for route in app.routes if isinstance(route, Route)
+           and route.path_regex.match(path) for method in (route.methods or ())}
+    return sorted(specified | own)
+
+
+def _install_service_errors(app: FastAPI) -> None:
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(request: Request, exc: redis.RedisError):
+        if isinstance(exc, _REDIS_BUGS) and not isinstance(exc, _REDIS_BUSY):
+            # A command Redis refused (e.g. a value out of its range) is our bug, not an
+            # outage: a 503 would tell clients to retry something that never succeeds.
+            log.error("Redis refused a command for %s %s", request.method, request.url.path,
+                      exc_info=exc)
+            return JSONResponse({"detail": "internal error"}, status_code=500)
+        return JSONResponse({"detail": "the state store (Redis) is unavailable; retry shortly"},
+                            status_code=503, headers={"Retry-After": "2"})
+
+    @app.exception_handler(CheckpointStoreError)
+    async def objects_down(_: Request, exc: CheckpointStoreError):
+        # The message names the store and the operation, never its credentials.
+        if isinstance(exc, ObjectNotFound):
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse({"detail": f"the checkpoint store is unavailable: {exc}"},
+                            status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(SpecError)
+    async def spec_error(_: Request, exc: SpecError):
+        # A refused value is echoed cut short: a 16 MiB command does not come back whole.
+        problems = [{**p, "value": json_safe(brief(p.get("value")))} for p in exc.problems]
+        return JSONResponse({"detail": "invalid job spec", "problems": problems},
+                            status_code=422)
+
+    @app.exception_handler(BudgetExhausted)
+    async def budget_exhausted(_: Request, exc: BudgetExhausted):
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(JobNotFound)
+    async def not_found(_: Request, exc: JobNotFound):
+        return JSONResponse({"detail": f"no job {exc.args[0]!r}"}, status_code=404)

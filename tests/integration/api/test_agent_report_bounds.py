@@ -120,7 +120,7 @@ def test_a_refused_redis_command_is_a_500_and_an_outage_a_503(api, caplog):
 
     app.add_api_route("/test/refused", refused)
     app.add_api_route("/test/down", down)
-    with caplog.at_level("ERROR", logger="scheduler.api.app"):
+    with caplog.at_level("ERROR", logger="scheduler.api.errors"):
         answer = client.get("/test/refused")
     assert answer.status_code == 500, answer.text
     assert "Retry-After" not in answer.headers

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from scheduler.api.app import _command_for
+from scheduler.services.agent_commands import command_for
 from scheduler.cli import render
 from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
@@ -167,7 +167,7 @@ def test_above_max_price_the_job_checkpoints_waits_and_resumes(replay_market, re
     assert event.kind == "max-price" and event.price_usd_per_hour == 2.0
     assert "held offer's spot price $2.00/h is above max_price_usd_per_hour $1.50/h" \
         in event.message
-    command = _command_for(job, job.placement.attempt)
+    command = command_for(job, job.placement.attempt)
     assert command.action is AgentAction.STOP and command.reason.startswith("max-price:")
     reconcile_pass(ctx)  # idempotent: no second request, no second event
     assert ctx.store.jobs.get(job.id).version == job.version

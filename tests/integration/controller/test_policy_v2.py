@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from scheduler.api.app import _command_for
+from scheduler.services.agent_commands import command_for
 from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentAction, AgentPhase, AgentReport
@@ -139,7 +139,7 @@ def test_price_migration_checkpoints_moves_and_places_on_the_cheaper_offer(ctx):
     assert job.state is JobState.CHECKPOINTING
     assert job.stop_request.kind is StopKind.MOVE and "cheap" in job.stop_request.target
     assert job.events[-1].kind == "migration" and "saving" in job.events[-1].message
-    command = _command_for(job, job.placement.attempt)
+    command = command_for(job, job.placement.attempt)
     assert command.action is AgentAction.STOP and command.reason.startswith("move:")
     reconcile_pass(ctx)  # idempotent: no second request, no second event
     assert ctx.store.jobs.get(job.id).version == job.version
@@ -154,7 +154,7 @@ def test_price_migration_checkpoints_moves_and_places_on_the_cheaper_offer(ctx):
     assert job.state is JobState.PROVISIONING and job.placement.offer.instance_type == "cheap"
     assert job.placement.progress_at_start_h == job.progress_h > 1.5
     # The next attempt's agent is not told to stop.
-    assert _command_for(job, job.placement.attempt).action is AgentAction.CONTINUE
+    assert command_for(job, job.placement.attempt).action is AgentAction.CONTINUE
 
 
 def test_a_preemption_during_a_move_counts_as_a_preemption(ctx):
@@ -193,7 +193,7 @@ def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx, receiver):
     budget_events = [e.message for e in job.events if e.kind == "budget"]
     assert [m.split(":")[0] for m in budget_events[:3]] == [
         "job budget at 80 %", "job budget at 90 %", "job budget at 100 %"]
-    assert _command_for(job, job.placement.attempt).reason.startswith("budget:")
+    assert command_for(job, job.placement.attempt).reason.startswith("budget:")
     reconcile_pass(ctx)
     assert ctx.store.jobs.get(job.id).version == job.version  # nothing new
     _report(ctx, job, AgentPhase.CHECKPOINTED, at, checkpoint_id="c9")
