@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scheduler.models import Market, OfferKey, PriceObservation
+from core.models import Market, OfferKey, PriceObservation
 
 PROVIDER = "aws"
 PRODUCT = "Linux/UNIX"

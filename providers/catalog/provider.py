@@ -1,5 +1,7 @@
 """Public catalogs as a provider: real offers of many clouds with no credentials, for display
-and planning. A catalog provider cannot launch anything.
+and planning. A catalog provider is a :class:`providers.base.Provider` but not a
+:class:`~providers.base.Compute`: it cannot launch anything, and the scheduler places nothing
+on its offers.
 
 Each configured catalog (a SkyPilot ``vms.csv`` at a path or URL) gives one spot offer and one
 on-demand offer per GPU configuration and location it prices; the offers carry the catalog's
@@ -14,34 +16,18 @@ offers get ``default_spot_risk`` as interruption risk: catalogs carry none.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from providers.base import LaunchRequest
+from core.models import Market, Offer, PriceObservation, StrictModel
+from providers.base import Checked, CheckResult, Provider, Renames
 from providers.catalog.fetch import CATALOG_MAX_AGE_S, CatalogFetcher, Fetched
-from providers.catalog.reader import CatalogEntry, CatalogRead, parse_catalog
+from providers.catalog.reader import CatalogEntry, CatalogRead, machine_of, parse_catalog
 from providers.errors import ProviderError
-from scheduler.models import (
-    Instance,
-    Market,
-    Offer,
-    OfferKey,
-    PriceObservation,
-    StrictModel,
-)
 
 log = logging.getLogger(__name__)
-
-CANNOT_LAUNCH = ("catalog offers are for display and planning only; configure the cloud's own "
-                 "adapter to launch there")
-
-
-class LaunchNotSupported(ProviderError):
-    """A catalog provider was asked to launch: it only shows offers."""
-
 
 class CatalogSpec(StrictModel):
     """One catalog: ``provider`` (the offers' provider name) and exactly one of ``path`` or
@@ -75,37 +61,25 @@ class CatalogConfig(StrictModel):
     default_spot_risk: float = Field(default=0.15, ge=0, le=1)
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One line of ``schedctl providers check``."""
-
-    provider: str
-    region: str
-    check: str
-    ok: bool
-    detail: str
-
-
 def offers_from_entries(provider: str, entries: list[CatalogEntry], observed_at: datetime,
                         spot_risk: float) -> list[Offer]:
     """Pure: catalog entries → offers (on-demand and spot per entry, when priced)."""
     out = []
     for e in entries:
-        common = dict(provider=provider, region=e.region, zone=e.zone, instance_type=e.instance_type,
-                      gpu_model=e.gpu_model, gpu_count=e.gpu_count, vram_gib=e.vram_gib,
-                      vcpus=e.vcpus, memory_gib=e.memory_gib, observed_at=observed_at,
-                      on_demand_price_usd_per_hour=e.on_demand_usd_per_hour)
-        if e.on_demand_usd_per_hour is not None:
-            out.append(Offer(market=Market.ON_DEMAND, price_usd_per_hour=e.on_demand_usd_per_hour,
-                             **common))
-        if e.spot_usd_per_hour is not None:
-            out.append(Offer(market=Market.SPOT, price_usd_per_hour=e.spot_usd_per_hour,
+        common = dict(provider=provider, **machine_of(e), observed_at=observed_at,
+                      on_demand_price_usd_per_hour=e.on_demand_price_usd_per_hour)
+        if e.on_demand_price_usd_per_hour is not None:
+            out.append(Offer(market=Market.ON_DEMAND,
+                             price_usd_per_hour=e.on_demand_price_usd_per_hour, **common))
+        if e.spot_price_usd_per_hour is not None:
+            out.append(Offer(market=Market.SPOT, price_usd_per_hour=e.spot_price_usd_per_hour,
                              interruption_risk=spot_risk, **common))
     return out
 
 
-class CatalogProvider:
-    """The :class:`providers.base.Provider` over public catalogs.
+class CatalogProvider(Provider, Checked, Renames):
+    """The :class:`providers.base.Provider` over public catalogs; ``check`` reads each one,
+    ``avoid_names`` lists a catalog under ``<name>-catalog`` beside a cloud's own adapter.
 
     Args:
         config: the validated :class:`CatalogConfig` (relative paths already resolved).
@@ -114,8 +88,6 @@ class CatalogProvider:
     """
 
     name = "catalog"
-    time_scale = 1.0
-    launchable = False
 
     def __init__(self, config: CatalogConfig, cache_dir: Path,
                  fetcher: CatalogFetcher | None = None) -> None:
@@ -123,9 +95,18 @@ class CatalogProvider:
         # The provider name each catalog's offers carry: its ``provider``, unless renamed by
         # avoid_names.
         self.labels = {c.provider: c.provider for c in config.catalogs}
-        self.provider_names = set(self.labels.values())
         self._fetcher = fetcher or CatalogFetcher(cache_dir, config.max_age_s)
         self._last: dict[int, tuple[Fetched, CatalogRead]] = {}
+
+    @property
+    def provider_names(self) -> frozenset[str]:
+        """The name each catalog's offers carry (``renamed`` ones under their new name)."""
+        return frozenset(self.labels.values())
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """``{configured name: name shown}`` of the catalogs :meth:`avoid_names` renamed."""
+        return {n: label for n, label in self.labels.items() if label != n}
 
     def avoid_names(self, taken: set[str]) -> dict[str, str]:
         """List the offers of each catalog whose provider name is in ``taken`` (served by
@@ -139,7 +120,6 @@ class CatalogProvider:
             while label in taken or label in self.labels:
                 label, n = f"{name}-catalog-{n}", n + 1
             self.labels[name] = renamed[name] = label
-        self.provider_names = set(self.labels.values())
         return renamed
 
     def _location(self, spec: CatalogSpec) -> str:
@@ -158,7 +138,7 @@ class CatalogProvider:
         self._last[index] = (fetched, read)
         return fetched, read
 
-    def list_offers(self) -> list[Offer]:
+    def _list_offers(self) -> list[Offer]:
         """Offers of every catalog that can be read. A catalog that cannot be read (no cached
         copy either) or is malformed gives the offers of its last good read in this process,
         or none, with a WARNING: one unreachable URL does not hide the other catalogs. Raises
@@ -185,30 +165,15 @@ class CatalogProvider:
             raise errors[0]
         return out
 
-    def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
+    def _poll_prices(self, since: datetime | None) -> list[PriceObservation]:
         """One observation per offer, at the time its catalog was read from its origin; none
         for a catalog not refreshed since ``since``."""
         out = []
-        for offer in self.list_offers():
+        for offer in self._list_offers():
             if since is None or offer.observed_at > since:
                 out.append(PriceObservation(series=offer.key.series(), observed_at=offer.observed_at,
                                             price_usd_per_hour=offer.price_usd_per_hour))
         return out
-
-    def launch(self, request: LaunchRequest) -> Instance:
-        """Always raises :class:`LaunchNotSupported`."""
-        raise LaunchNotSupported(f"{request.offer.key.series()}: {CANNOT_LAUNCH}",
-                                 provider=request.offer.provider)
-
-    def terminate(self, instance_id: str) -> None:
-        """Nothing was launched, so nothing to terminate: succeeds quietly."""
-
-    def describe(self, tags: dict[str, str] | None = None) -> list[Instance]:
-        """Always ``[]``: a catalog has no instances."""
-        return []
-
-    def unavailable_reason(self, key: OfferKey) -> str | None:
-        return CANNOT_LAUNCH
 
     def check(self) -> list[CheckResult]:
         """Per catalog: can it be read, how old is it, how many offers did it give."""

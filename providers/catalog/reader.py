@@ -17,7 +17,10 @@ Column sets differ per cloud; columns are found by name. Observed variants (shar
   ``denmark-dk-eu``), ``SpotPrice`` 0.00 means none.
 
 Prices are USD/hour for the whole instance. Several rows for one (instance type, region,
-zone) merge into one with the lowest price of each market.
+zone) merge into one with the lowest price of each market (SkyPilot's AWS catalog lists
+``p4de.24xlarge`` twice per zone, once without a spot price).
+
+Both the catalog provider and a replayed market's ``catalogs:`` read catalogs here.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import csv
 import io
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from providers.catalog.gpus import vram_gib_for
 
@@ -38,10 +42,10 @@ class CatalogFormatError(ValueError):
     """The text is not a ``vms.csv`` catalog (a required column is missing)."""
 
 
-@dataclass(frozen=True)
-class CatalogEntry:
-    """One GPU configuration of a catalog. Prices USD/hour (``None``: the market is not sold
-    there); VRAM per GPU and memory in GiB; ``zone`` is the region when the cloud has none."""
+@dataclass
+class GpuMachine:
+    """One GPU instance type in one zone: VRAM per GPU and host memory in GiB; ``zone`` is the
+    region when the cloud has none. The part of an offer a catalog row describes."""
 
     instance_type: str
     gpu_model: str
@@ -51,8 +55,21 @@ class CatalogEntry:
     memory_gib: float
     region: str
     zone: str
-    on_demand_usd_per_hour: float | None
-    spot_usd_per_hour: float | None
+
+
+def machine_of(source: Any) -> dict[str, Any]:
+    """The :class:`GpuMachine` fields of ``source`` (any object that has them: an entry, a
+    market file's offer) as keyword arguments, e.g. for an :class:`core.models.Offer`."""
+    return {f.name: getattr(source, f.name) for f in fields(GpuMachine)}
+
+
+@dataclass
+class CatalogEntry(GpuMachine):
+    """One GPU configuration of a catalog. Prices USD/hour (``None``: the market is not sold
+    there)."""
+
+    on_demand_price_usd_per_hour: float | None
+    spot_price_usd_per_hour: float | None
 
 
 @dataclass
@@ -83,7 +100,10 @@ def _num(value: str | None) -> float | None:
     return float(value) if value else None
 
 
-def _vram_gib(gpu_info: str, model: str) -> float | None:
+def vram_gib(gpu_info: str, model: str) -> float | None:
+    """GiB per GPU: ``Gpus[0].MemoryInfo.SizeInMiB`` / 1024 of a ``GpuInfo`` literal (AWS),
+    else the table's figure for ``model`` (:func:`providers.catalog.gpus.vram_gib_for`), else
+    ``None``."""
     text = (gpu_info or "").strip()
     if text.startswith("{"):
         try:
@@ -111,7 +131,7 @@ def _entry(row: dict[str, str], skipped: Counter) -> CatalogEntry | None:
     if on_demand is None and spot is None:
         skipped["no price"] += 1
         return None
-    vram = _vram_gib(row.get("GpuInfo", ""), model)
+    vram = vram_gib(row.get("GpuInfo", ""), model)
     if vram is None:
         skipped[f"unknown VRAM ({model})"] += 1
         return None
@@ -121,7 +141,7 @@ def _entry(row: dict[str, str], skipped: Counter) -> CatalogEntry | None:
         instance_type=itype, gpu_model=model, gpu_count=int(count), vram_gib=round(float(vram), 3),
         vcpus=int(_num(row.get("vCPUs")) or 0), memory_gib=_num(row.get("MemoryGiB")) or 0.0,
         region=region, zone=slug((row.get("AvailabilityZone") or "").strip() or region),
-        on_demand_usd_per_hour=on_demand, spot_usd_per_hour=spot,
+        on_demand_price_usd_per_hour=on_demand, spot_price_usd_per_hour=spot,
     )
 
 
@@ -151,8 +171,10 @@ def parse_catalog(text: str, source: str = "catalog") -> CatalogRead:
         key = (entry.instance_type, entry.region, entry.zone)
         first = merged.get(key)
         merged[key] = entry if first is None else replace(
-            first, on_demand_usd_per_hour=_low(first.on_demand_usd_per_hour, entry.on_demand_usd_per_hour),
-            spot_usd_per_hour=_low(first.spot_usd_per_hour, entry.spot_usd_per_hour))
+            first, on_demand_price_usd_per_hour=_low(first.on_demand_price_usd_per_hour,
+                                                     entry.on_demand_price_usd_per_hour),
+            spot_price_usd_per_hour=_low(first.spot_price_usd_per_hour,
+                                         entry.spot_price_usd_per_hour))
         if first is not None:
             out.skipped["merged duplicates"] += 1
     out.entries = list(merged.values())

@@ -34,7 +34,7 @@ from providers.replay.state import (
     SPAWN_LOCK_FILE,
     STATE_FILE,
 )
-from scheduler.config import REPO_ROOT
+from core.config import REPO_ROOT
 
 # Python start-up, market load (a real catalog takes ~0.2 s) and bind: seconds, not minutes.
 CLOUD_START_TIMEOUT_S = 20.0

@@ -12,7 +12,6 @@ Endpoints (JSON unless noted; errors are ``{"code", "message"}``):
   are left out; ``observed_at`` is now.
 - ``GET /prices?since=ISO`` → ``{"observations": [PriceObservation...]}``: the price steps in
   the wall window ``(since, now]`` (see ``ReplayMarket.price_observations``).
-- ``GET /availability?series=KEY`` → ``{"reason": str | null}``.
 - ``POST /instances`` body ``{offer: OfferKey, client_token, tags, agent_env}`` → 201 (new) or
   200 (known token) with the instance; 409 ``InsufficientInstanceCapacity``; 400 bad request.
 - ``GET /instances?tag=k=v&tag=...`` → ``{"instances": [...]}`` (instance fields + ``pid``,
@@ -46,7 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from providers.replay import imds
-from providers.replay.engine import CloudError, ReplayCloud
+from providers.replay.instances import CloudError, ReplayCloud
 from providers.replay.market import MarketError, load_market
 from providers.replay.state import (
     CLOUD_FILE,
@@ -55,8 +54,7 @@ from providers.replay.state import (
     STATE_FILE,
     write_json_atomic,
 )
-from scheduler.models import OfferKey
-from scheduler.models.base import ensure_utc
+from core.models.base import ensure_utc
 
 log = logging.getLogger("providers.replay.cloud")
 
@@ -146,9 +144,6 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"offers": cloud.offers(), "market_time_s": cloud.market_s()})
         if method == "GET" and parts == ["prices"]:
             return self._send(200, {"observations": cloud.prices(_since(query))})
-        if method == "GET" and parts == ["availability"]:
-            key = _series(query)
-            return self._send(200, {"reason": cloud.unavailable_reason(key)})
         if parts[:1] == ["instances"]:
             return self._instances(parts[1:], query)
         if method == "POST" and parts == ["shutdown"]:
@@ -225,14 +220,6 @@ def _since(query: dict[str, list[str]]) -> datetime | None:
     except ValueError:
         raise CloudError(400, "InvalidParameterValue",
                          f"since: got {raw!r}; expected an ISO 8601 timestamp") from None
-
-
-def _series(query: dict[str, list[str]]) -> OfferKey:
-    raw = query.get("series", [""])[0]
-    try:
-        return OfferKey.from_series(raw)
-    except ValueError as exc:
-        raise CloudError(400, "InvalidParameterValue", f"series: {exc}") from None
 
 
 def _tags(query: dict[str, list[str]]) -> dict[str, str]:

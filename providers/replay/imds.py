@@ -19,7 +19,7 @@ import hmac
 import time
 from datetime import datetime
 
-from scheduler.models.base import ensure_utc
+from core.models.base import ensure_utc
 
 TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"

@@ -6,7 +6,7 @@ costs at any market time. Nothing here does I/O after loading and nothing reads 
 pass market time (see :class:`providers.replay.timeline.MarketClock`).
 
 Paths in the file go through ``$VAR``/``${VAR}`` expansion (``GA_DATA_DIR`` defaults to
-:func:`scheduler.config.shared_data_dir`), then ``~``, then are taken relative to the market
+:func:`core.config.shared_data_dir`), then ``~``, then are taken relative to the market
 file's folder.
 """
 
@@ -21,13 +21,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from providers.replay.catalog import (
-    CatalogError,
-    CatalogRow,
-    merge_duplicate_rows,
-    read_catalog,
-)
-from providers.replay.schema import MarketSpec, OfferSpec
+from providers.catalog.reader import CatalogEntry, GpuMachine, machine_of, parse_catalog, slug
+from providers.replay.schema import CatalogSpec, MarketSpec, OfferSpec
 from providers.replay.timeline import (
     AvailabilityTrace,
     MarketClock,
@@ -35,9 +30,9 @@ from providers.replay.timeline import (
     TraceError,
     load_trace,
 )
-from scheduler.config import shared_data_dir
-from scheduler.models import Market, Offer, OfferKey, PriceObservation
-from scheduler.models.errors import describe_validation_error
+from core.config import shared_data_dir
+from core.models import Market, Offer, OfferKey, PriceObservation
+from core.models.errors import describe_validation_error
 
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
@@ -47,8 +42,9 @@ class MarketError(ValueError):
 
 
 @dataclass
-class ReplayOffer:
-    """One instance type in one zone, with its on-demand and/or spot market.
+class ReplayOffer(GpuMachine):
+    """One instance type in one zone (:class:`GpuMachine`) of ``provider``, with its on-demand
+    and/or spot market.
 
     Prices are USD/hour. ``trace`` (spot only) says when spot capacity exists; ``None`` means
     always. ``spot_prices`` is the spot price over market time. ``interruption_risk`` is the
@@ -56,14 +52,6 @@ class ReplayOffer:
     """
 
     provider: str
-    region: str
-    zone: str
-    instance_type: str
-    gpu_model: str
-    gpu_count: int
-    vram_gib: float
-    vcpus: int
-    memory_gib: float
     on_demand_price_usd_per_hour: float | None
     spot_prices: PriceSeries | None
     interruption_risk: float | None = None
@@ -100,10 +88,8 @@ class ReplayOffer:
     def to_offer(self, market: Market, market_s: float, observed_at: datetime) -> Offer:
         """The :class:`Offer` for ``market`` at market time ``market_s``."""
         return Offer(
-            provider=self.provider, region=self.region, zone=self.zone,
-            instance_type=self.instance_type, market=market, gpu_model=self.gpu_model,
-            gpu_count=self.gpu_count, vram_gib=self.vram_gib, vcpus=self.vcpus,
-            memory_gib=self.memory_gib, price_usd_per_hour=self.price_at(market, market_s),
+            provider=self.provider, **machine_of(self), market=market,
+            price_usd_per_hour=self.price_at(market, market_s),
             on_demand_price_usd_per_hour=self.on_demand_price_usd_per_hour,
             interruption_risk=self.spot_risk() if market is Market.SPOT else 0.0,
             observed_at=observed_at,
@@ -226,24 +212,44 @@ def _offer_from_spec(spec: OfferSpec) -> ReplayOffer:
         points = tuple((p.at_hours * 3600.0, p.price) for p in spec.spot_price_series)
         spot = PriceSeries(spec.spot_price_usd_per_hour, points)
     return ReplayOffer(
-        provider=spec.provider, region=spec.region, zone=spec.zone,
-        instance_type=spec.instance_type, gpu_model=spec.gpu_model, gpu_count=spec.gpu_count,
-        vram_gib=spec.vram_gib, vcpus=spec.vcpus, memory_gib=spec.memory_gib,
+        provider=spec.provider, **machine_of(spec),
         on_demand_price_usd_per_hour=spec.on_demand_price_usd_per_hour, spot_prices=spot,
         interruption_risk=spec.interruption_risk,
     )
 
 
-def _offer_from_row(row: CatalogRow, provider: str) -> ReplayOffer:
+def _offer_from_entry(entry: CatalogEntry, provider: str) -> ReplayOffer:
     spot = None
-    if row.spot_price_usd_per_hour is not None:
-        spot = PriceSeries(row.spot_price_usd_per_hour)
-    return ReplayOffer(
-        provider=provider, region=row.region, zone=row.zone, instance_type=row.instance_type,
-        gpu_model=row.gpu_model, gpu_count=row.gpu_count, vram_gib=row.vram_gib,
-        vcpus=row.vcpus, memory_gib=row.memory_gib,
-        on_demand_price_usd_per_hour=row.on_demand_price_usd_per_hour, spot_prices=spot,
-    )
+    if entry.spot_price_usd_per_hour is not None:
+        spot = PriceSeries(entry.spot_price_usd_per_hour)
+    return ReplayOffer(provider=provider, **machine_of(entry), spot_prices=spot,
+                       on_demand_price_usd_per_hour=entry.on_demand_price_usd_per_hour)
+
+
+def _kept(entry: CatalogEntry, spec: CatalogSpec) -> bool:
+    """Whether ``entry`` passes the catalog's filters (names compared as the reader spells
+    them: :func:`providers.catalog.reader.slug`)."""
+    return all(wanted is None or value in {slug(w) for w in wanted} for value, wanted in (
+        (entry.instance_type, spec.instance_types), (entry.region, spec.regions),
+        (entry.zone, spec.zones)))
+
+
+def _catalog_offers(spec: CatalogSpec, field_name: str, market_path: Path) -> list[ReplayOffer]:
+    """The offers of one ``catalogs:`` item: the GPU rows its filters keep, duplicates merged
+    (:func:`providers.catalog.reader.parse_catalog`). Raises ``MarketError``."""
+    path = expand_path(spec.path, market_path.parent)
+    try:
+        read = parse_catalog(path.read_text(), str(path))
+    except OSError as exc:
+        raise MarketError(f"{market_path}: {field_name}.path: {path}: cannot open catalog: "
+                          f"{exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise MarketError(f"{market_path}: {field_name}.path: {exc}") from None
+    entries = [e for e in read.entries if _kept(e, spec)]
+    if not entries:
+        raise MarketError(f"{market_path}: {field_name}: the filters keep no GPU row of "
+                          f"{spec.path}")
+    return [_offer_from_entry(e, spec.provider) for e in entries]
 
 
 class _TraceCache:
@@ -274,15 +280,7 @@ def _build_offers(spec: MarketSpec, path: Path) -> list[ReplayOffer]:
                                      f"offers[{i}].availability_trace")
         offers.append(offer)
     for i, cat in enumerate(spec.catalogs):
-        try:
-            rows = read_catalog(expand_path(cat.path, path.parent),
-                                instance_types=cat.instance_types, regions=cat.regions,
-                                zones=cat.zones)
-        except CatalogError as exc:
-            raise MarketError(f"{path}: catalogs[{i}].path: {exc}") from None
-        if not rows:
-            raise MarketError(f"{path}: catalogs[{i}]: the filters keep no GPU row of {cat.path}")
-        offers.extend(_offer_from_row(row, cat.provider) for row in merge_duplicate_rows(rows))
+        offers.extend(_catalog_offers(cat, f"catalogs[{i}]", path))
     for i, trace_spec in enumerate(spec.traces):
         matched = [
             o for o in offers

@@ -1,4 +1,4 @@
-"""``ReplayProvider``: the Provider protocol over a replay cloud process.
+"""``ReplayProvider``: a :class:`providers.base.Compute` over a replay cloud process.
 
 It only translates: models ↔ the cloud's JSON, HTTP statuses → :mod:`providers.errors`. The
 market itself (offers, traces, clock) runs in the cloud process (:mod:`.cloud`), which this
@@ -10,9 +10,14 @@ serves; the scheduler should route a launch to this provider whenever the offer'
 in that set. ``name`` is that single provider name when there is one, else ``"replay"``.
 
 Next to a real source of one of those clouds (its adapter, or a public catalog), the imitation
-yields the name: :meth:`ReplayProvider.avoid_names` lists the market's ``aws`` offers as
-``aws-replay`` (and translates back in launch, describe and availability), so replayed and real
-offers, instances and price series never share a name.
+yields the name (it :class:`~providers.base.Renames`): :meth:`ReplayProvider.avoid_names` lists
+the market's ``aws`` offers as ``aws-replay`` (and translates back in launch and describe), so
+replayed and real offers, instances and price series never share a name.
+
+Beyond :class:`~providers.base.Compute`, a replayed market offers what only it can: its
+``market``, :meth:`ReplayProvider.offers_now` without starting the cloud, and
+:meth:`ReplayProvider.shutdown_cloud`; the scheduler asks ``isinstance(adapter,
+ReplayProvider)`` for them.
 """
 
 from __future__ import annotations
@@ -22,15 +27,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from providers.base import LaunchRequest
+from core.models import Instance, Offer, OfferKey, PriceObservation, utcnow
+from core.models.base import ensure_utc
+from providers.base import Compute, LaunchRequest, Renames
 from providers.errors import CapacityError, NotFoundError, ProviderError, QuotaError
 from providers.replay.client import CloudClient, error_code, running_cloud_url, shutdown_cloud
 from providers.replay.market import load_market
 from providers.replay.state import DEFAULT_IDLE_EXIT_S, STATE_FILE, CloudStateData
-from scheduler.models import Instance, Offer, OfferKey, PriceObservation, utcnow
-from scheduler.models.base import ensure_utc
 
 MULTI_PROVIDER_NAME = "replay"
+# An instance here is a local process: the agent reports within seconds of the launch. Five
+# minutes still covers a restore of a large checkpoint on a machine running many agents (the
+# test suites), and replaces an agent that died at start well within a demo.
+AGENT_START_TIMEOUT_S = 300.0
 
 
 def _instance(view: dict[str, Any]) -> Instance:
@@ -38,7 +47,7 @@ def _instance(view: dict[str, Any]) -> Instance:
     return Instance.model_validate({k: view[k] for k in Instance.model_fields if k in view})
 
 
-class ReplayProvider:
+class ReplayProvider(Compute, Renames):
     """A replayed spot market, run as a local fake cloud whose instances are local processes.
 
     - **market_path**: market YAML (see :mod:`providers.replay.schema`); loaded here too, so
@@ -62,7 +71,6 @@ class ReplayProvider:
         # market's own name unless avoid_names renamed it), and back.
         self._labels = {n: n for n in self.market.provider_names}
         self._names = dict(self._labels)
-        self.provider_names: frozenset[str] = frozenset(self._labels.values())
         self.name = (next(iter(self.provider_names)) if len(self.provider_names) == 1
                      else MULTI_PROVIDER_NAME)
         self.time_scale = self.market.time_scale
@@ -83,10 +91,18 @@ class ReplayProvider:
                 label, n = f"{name}-replay-{n}", n + 1
             self._labels[name] = renamed[name] = label
         self._names = {label: name for name, label in self._labels.items()}
-        self.provider_names = frozenset(self._labels.values())
         if len(self.provider_names) == 1:
             self.name = next(iter(self.provider_names))
         return renamed
+
+    @property
+    def provider_names(self) -> frozenset[str]:
+        """Every ``Offer.provider`` this market serves, under the names shown."""
+        return frozenset(self._labels.values())
+
+    @property
+    def agent_start_timeout_s(self) -> float:
+        return AGENT_START_TIMEOUT_S
 
     @property
     def renamed(self) -> dict[str, str]:
@@ -113,8 +129,8 @@ class ReplayProvider:
         return instance.model_copy(update={
             "provider": provider, "offer": instance.offer.model_copy(update={"provider": offer})})
 
-    # ----- Provider protocol ----------------------------------------------------------------
-    def list_offers(self) -> list[Offer]:
+    # ----- Compute ---------------------------------------------------------------------------
+    def _list_offers(self) -> list[Offer]:
         """Offers rentable now (``GET /offers``): every on-demand offer, and spot offers whose
         availability trace reads 1 at the current market time, priced at that time.
 
@@ -123,7 +139,7 @@ class ReplayProvider:
         resp = self._ok(self._client.request("GET", "/offers"), "list offers")
         return [self._shown(Offer.model_validate(o)) for o in resp.json()["offers"]]
 
-    def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
+    def _poll_prices(self, since: datetime | None) -> list[PriceObservation]:
         """Price changes after ``since`` (aware UTC; all since the market's epoch when
         ``None``): one observation per offer at the epoch, then one per spot price step, each
         stamped with the wall time the market clock reached it. Raises ``TransientError``."""
@@ -133,7 +149,7 @@ class ReplayProvider:
         return [o if self._shown_series(o.series) == o.series
                 else o.model_copy(update={"series": self._shown_series(o.series)}) for o in out]
 
-    def launch(self, request: LaunchRequest) -> Instance:
+    def _launch(self, request: LaunchRequest) -> Instance:
         """Launch ``request.offer`` as a local agent process (``POST /instances``).
 
         Idempotent on ``request.client_token``: a repeat returns the first instance (and
@@ -153,7 +169,7 @@ class ReplayProvider:
                                 code=error_code(resp) or "InsufficientInstanceCapacity")
         return self._shown_instance(_instance(self._ok(resp, "launch").json()))
 
-    def terminate(self, instance_id: str) -> None:
+    def _terminate(self, instance_id: str) -> None:
         """Terminate an instance (``DELETE /instances/<id>``): its agent's process group gets
         SIGTERM, then SIGKILL after 5 s; ``describe`` shows ``shutting-down`` then
         ``terminated``. Quiet for unknown or already terminated ids. Raises ``TransientError``.
@@ -162,25 +178,18 @@ class ReplayProvider:
         if resp.status_code not in (200, 204, 404):
             self._ok(resp, "terminate")
 
-    def describe(self, tags: dict[str, str] | None = None) -> list[Instance]:
+    def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
         """Instances carrying all ``tags`` (all when ``None``), terminated ones for an hour,
         with any preemption notice. Raises ``TransientError``."""
         params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
         resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
         return [self._shown_instance(_instance(v)) for v in resp.json()["instances"]]
 
-    def unavailable_reason(self, key: OfferKey) -> str | None:
-        """Why ``key`` cannot be launched now (spot trace reads 0, or unknown offer), else
-        ``None``. Raises ``TransientError``."""
-        resp = self._client.request("GET", "/availability",
-                                    params={"series": self._market_key(key).series()})
-        return self._ok(resp, "availability").json()["reason"]
-
     def close(self) -> None:
         """Close the HTTP client. The cloud process and its instances keep running."""
         self._client.close()
 
-    # ----- beyond the protocol --------------------------------------------------------------
+    # ----- only a replayed market ---------------------------------------------------------
     def describe_raw(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Like :meth:`describe` but the cloud's full view: adds ``pid``, ``pid_alive`` (the
         agent process still runs), ``work_dir`` and ``terminated_at``."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from scheduler.models.base import StrictModel
+from core.models.base import StrictModel
 
 DEFAULT_PROVIDER = "replay"
 # AWS gives two minutes between the spot interruption notice and the reclaim.

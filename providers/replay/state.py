@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.models import Instance, InstanceState, OfferKey, PreemptionNotice, utcnow
+from core.models import Instance, utcnow
 
 # The state dir's layout, shared by the cloud process and its clients.
 STATE_FILE = "state.json"
@@ -29,22 +29,14 @@ STATE_VERSION = 1
 DEFAULT_IDLE_EXIT_S = 900.0
 
 
-class InstanceRecord(BaseModel):
+class InstanceRecord(Instance):
     """One instance as the cloud stores it: the public :class:`Instance` fields plus the agent
     process (``pid`` = its process group, ``pid_marker`` = its start time, to survive pid reuse),
     its work dir, and when a terminate was asked for (``shutdown_at``)."""
 
+    # A state file written by a newer cloud may hold fields this one does not know.
     model_config = ConfigDict(extra="ignore")
 
-    id: str
-    provider: str
-    offer: OfferKey
-    client_token: str
-    state: InstanceState
-    launched_at: datetime
-    tags: dict[str, str] = Field(default_factory=dict)
-    notice: PreemptionNotice | None = None
-    terminated_reason: str | None = None
     terminated_at: datetime | None = None
     shutdown_at: datetime | None = None
     pid: int | None = None
@@ -53,12 +45,8 @@ class InstanceRecord(BaseModel):
     work_dir: str
 
     def to_instance(self) -> Instance:
-        """The record as the Provider protocol's :class:`Instance`."""
-        return Instance(
-            id=self.id, provider=self.provider, offer=self.offer, client_token=self.client_token,
-            state=self.state, launched_at=self.launched_at, tags=dict(self.tags),
-            notice=self.notice, terminated_reason=self.terminated_reason,
-        )
+        """The record as the Provider protocol's :class:`Instance` (a copy)."""
+        return Instance.model_validate(self.model_dump(include=set(Instance.model_fields)))
 
 
 class CloudStateData(BaseModel):

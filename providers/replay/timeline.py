@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from scheduler.models.base import ensure_utc
+from core.models.base import ensure_utc
 
 SECONDS_PER_30_DAYS = 30 * 86400
 

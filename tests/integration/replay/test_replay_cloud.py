@@ -7,14 +7,12 @@ import os
 import re
 import signal
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from providers.base import LaunchRequest, Provider
+from providers.base import Compute, LaunchRequest, Renames
 from providers.errors import CapacityError, ProviderError
 from providers.replay import ReplayProvider, procs
 from core.models import (
@@ -23,21 +21,9 @@ from core.models import (
     InstanceState,
     Market,
     Offer,
-    OfferKey,
     utcnow,
 )
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0,
-             interval_s: float = 0.05) -> object:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"condition not met within {timeout_s} s")
+from tests.fixtures.waiting import wait_until
 
 
 def _offer(provider: ReplayProvider, instance_type: str, market: Market = Market.SPOT) -> Offer:
@@ -54,7 +40,7 @@ def _request(offer: Offer, token: str, **env: str) -> LaunchRequest:
 
 def _info(work_dir: str) -> dict:
     path = Path(work_dir) / "agent-info.json"
-    wait_for(path.exists)
+    wait_until(path.exists, 10, f"{path.name} written", interval_s=0.05)
     return json.loads(path.read_text())
 
 
@@ -67,7 +53,8 @@ def _raw(provider: ReplayProvider, instance_id: str) -> dict:
 
 
 def test_offers_and_prices(provider: ReplayProvider) -> None:
-    assert isinstance(provider, Provider)
+    assert isinstance(provider, Compute) and isinstance(provider, Renames)
+    assert provider.agent_start_timeout_s == 300
     assert provider.provider_names == {"replay", "other"} and provider.name == "replay"
     assert provider.time_scale == 60
     started = utcnow()
@@ -80,11 +67,10 @@ def test_offers_and_prices(provider: ReplayProvider) -> None:
     steady_spot = [o for o in opening if o.series == "replay/r1/r1a/steady/spot"]
     assert [o.price_usd_per_hour for o in steady_spot] == [0.2]
     # the 0.02 market-hour step (72 market s = 1.2 wall s) shows up once it has passed
-    step = wait_for(lambda: [o for o in provider.poll_prices(started)
-                             if o.price_usd_per_hour == 0.22], timeout_s=5)
+    step = wait_until(lambda: [o for o in provider.poll_prices(started)
+                               if o.price_usd_per_hour == 0.22], 5, "the step to $0.22",
+                      interval_s=0.05)
     assert step[0].series == "replay/r1/r1a/steady/spot" and step[0].observed_at > started
-    assert provider.unavailable_reason(_offer(provider, "steady").key) is None
-    assert "reclaimed" in provider.unavailable_reason(_offer(provider, "gone").key)
 
 
 def test_launch_starts_agent_in_its_work_dir(provider: ReplayProvider, state_dir: Path) -> None:
@@ -134,10 +120,12 @@ def test_capacity_and_unknown_offer(provider: ReplayProvider) -> None:
     with pytest.raises(CapacityError) as info:
         provider.launch(_request(_offer(provider, "gone"), "job-3-1"))
     assert info.value.code == "InsufficientInstanceCapacity" and info.value.provider == "other"
+    assert "reclaimed" in str(info.value)
     unknown = _offer(provider, "steady").model_copy(update={"zone": "r1z"})
     with pytest.raises(ProviderError) as info:
         provider.launch(_request(unknown, "job-3-2"))
     assert not isinstance(info.value, CapacityError)
+    assert "no offer replay/r1/r1z/steady/spot" in str(info.value)
     assert provider.describe() == []
 
 
@@ -156,8 +144,8 @@ def test_preemption_notice_over_imds_then_reclaim(provider: ReplayProvider,
     assert httpx.get(action_url, headers=auth).status_code == 404  # no notice yet
 
     # the trace drops 3 s after the cloud started
-    resp = wait_for(lambda: (r := httpx.get(action_url, headers=auth)).status_code == 200 and r,
-                    timeout_s=8)
+    resp = wait_until(lambda: (r := httpx.get(action_url, headers=auth)).status_code == 200
+                      and r, 8, "spot/instance-action to answer 200", interval_s=0.05)
     body = resp.json()
     assert set(body) == {"action", "time"} and body["action"] == "terminate"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", body["time"])
@@ -171,9 +159,9 @@ def test_preemption_notice_over_imds_then_reclaim(provider: ReplayProvider,
 
     # reclaim: notice_seconds (1.5 s) later the process group is killed
     pid = _raw(provider, inst.id)["pid"]
-    gone = wait_for(lambda: [i for i in provider.describe()
-                             if i.id == inst.id and i.state is InstanceState.TERMINATED],
-                    timeout_s=5)[0]
+    gone = wait_until(lambda: [i for i in provider.describe()
+                               if i.id == inst.id and i.state is InstanceState.TERMINATED],
+                      5, "the reclaimed instance terminated", interval_s=0.05)[0]
     assert gone.terminated_reason == "preempted"
     assert not _raw(provider, inst.id)["pid_alive"] and not procs.group_alive(pid)
     # a killed process gets no SIGTERM: the agent's only warning was the notice
@@ -186,8 +174,9 @@ def test_terminate_is_idempotent(provider: ReplayProvider) -> None:
     _info(str(work_dir))
     provider.terminate(inst.id)
     assert next(i for i in provider.describe() if i.id == inst.id).state.is_gone()
-    done = wait_for(lambda: [i for i in provider.describe()
-                             if i.id == inst.id and i.state is InstanceState.TERMINATED])[0]
+    done = wait_until(lambda: [i for i in provider.describe()
+                               if i.id == inst.id and i.state is InstanceState.TERMINATED],
+                      10, "the instance terminated", interval_s=0.05)[0]
     assert done.terminated_reason == "user-terminated"
     assert (work_dir / "sigterm").exists()  # SIGTERM first, like a VM shutdown
     provider.terminate(inst.id)
@@ -200,7 +189,8 @@ def test_terminate_is_idempotent(provider: ReplayProvider) -> None:
 
 def test_agent_that_exits_leaves_the_instance_running(provider: ReplayProvider) -> None:
     inst = provider.launch(_request(_offer(provider, "steady"), "job-6-1", TEST_EXIT_NOW="1"))
-    wait_for(lambda: not _raw(provider, inst.id)["pid_alive"])
+    wait_until(lambda: not _raw(provider, inst.id)["pid_alive"], 10, "the agent process gone",
+               interval_s=0.05)
     assert _raw(provider, inst.id)["state"] == "running"
 
 
@@ -216,7 +206,8 @@ def test_cloud_restart_after_sigkill_keeps_state_and_port(provider: ReplayProvid
     epoch = json.loads((state_dir / "state.json").read_text())["epoch_wall"]
 
     os.kill(before["pid"], signal.SIGKILL)
-    wait_for(lambda: not procs.is_alive(before["pid"]))
+    wait_until(lambda: not procs.is_alive(before["pid"]), 10, "the cloud process gone",
+               interval_s=0.05)
     assert procs.is_alive(agent_pid)  # the instance survives its cloud
 
     # the next call starts a new cloud process, which reuses the port and the state
@@ -260,7 +251,7 @@ def test_idle_cloud_exits_and_is_restarted(make_provider, state_dir: Path) -> No
     provider = make_provider(idle_exit_s=1.0)
     provider.list_offers()
     pid = _cloud_file(state_dir)["pid"]
-    wait_for(lambda: not procs.is_alive(pid), timeout_s=8)
+    wait_until(lambda: not procs.is_alive(pid), 8, "the cloud process gone", interval_s=0.05)
     assert provider.list_offers()  # started again on demand
     assert _cloud_file(state_dir)["pid"] != pid
 
@@ -273,8 +264,3 @@ def test_shutdown_stops_everything(provider: ReplayProvider, state_dir: Path) ->
     assert not procs.is_alive(cloud_pid) and not procs.is_alive(agent_pid)
     assert not (state_dir / "state.json").exists() and not (state_dir / "cloud.json").exists()
 
-
-def test_unknown_series_key_is_reported(provider: ReplayProvider) -> None:
-    key = OfferKey(provider="replay", region="r9", zone="z", instance_type="t",
-                   market=Market.SPOT)
-    assert "unknown offer" in provider.unavailable_reason(key)

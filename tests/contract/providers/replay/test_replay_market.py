@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.replay.catalog import read_catalog, vram_gib_from_gpu_info
+from providers.catalog.reader import parse_catalog, vram_gib
 from providers.replay.market import MarketError, load_market
 from providers.replay.timeline import load_trace
 from core.config import examples_dir
@@ -22,16 +22,25 @@ AVAIL_2022 = f"{TRACES}/availability/1-node/aws-10-26-2022"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+def _kept(read, instance_types=(), zones=(), regions=()):
+    return [e for e in read.entries if (not instance_types or e.instance_type in instance_types)
+            and (not zones or e.zone in zones) and (not regions or e.region in regions)]
+
+
 def test_catalog_rows_and_vram(data_dir: Path) -> None:
+    # The replayed market reads catalogs with the catalog provider's reader: one vms.csv reader.
     path = data_dir / CATALOG
     with path.open(newline="") as handle:
         raw = list(csv.DictReader(handle))
     priced = [r for r in raw if r["AcceleratorName"] and (r["Price"] or r["SpotPrice"])]
-    rows = read_catalog(path)
-    assert len(raw) == 1209
-    assert len(rows) == len(priced) == 1206
+    read = parse_catalog(path.read_text(), str(path))
+    assert len(raw) == read.rows == 1209
+    assert len(priced) == 1206
+    # the 5 p4de.24xlarge rows repeated without a spot price merge into their first
+    assert read.skipped == {"no price": 3, "merged duplicates": 5}
+    assert len(read.entries) == 1206 - 5
 
-    p3 = read_catalog(path, instance_types=["p3.2xlarge"], regions=["us-west-2"])
+    p3 = _kept(read, instance_types=["p3.2xlarge"], regions=["us-west-2"])
     assert {r.zone for r in p3} == {"usw2-az1", "usw2-az2", "usw2-az3", "usw2-az4"}
     az1 = next(r for r in p3 if r.zone == "usw2-az1")
     assert (az1.gpu_model, az1.gpu_count, az1.vram_gib, az1.vcpus, az1.memory_gib) == (
@@ -41,14 +50,30 @@ def test_catalog_rows_and_vram(data_dir: Path) -> None:
     # usw2-az4 has no spot price in the catalog: on-demand only
     assert next(r for r in p3 if r.zone == "usw2-az4").spot_price_usd_per_hour is None
 
-    g5 = read_catalog(path, instance_types=["g5.xlarge"], zones=["use1-az1"])
-    assert len(g5) == 1 and g5[0].vram_gib == pytest.approx(22888 / 1024)
+    g5 = _kept(read, instance_types=["g5.xlarge"], zones=["use1-az1"])
+    assert len(g5) == 1 and g5[0].vram_gib == pytest.approx(22888 / 1024, abs=1e-3)
+    p4de = _kept(read, instance_types=["p4de.24xlarge"], zones=["use1-az4"])
+    assert [(e.on_demand_price_usd_per_hour, e.spot_price_usd_per_hour) for e in p4de] == [
+        (40.96575, 7.8074)]
 
 
-def test_vram_parse_rejects_missing_memory() -> None:
-    assert vram_gib_from_gpu_info("{'Gpus': [{'MemoryInfo': {'SizeInMiB': 81920}}]}") == 80.0
-    with pytest.raises(ValueError):
-        vram_gib_from_gpu_info("{'Gpus': []}")
+def test_vram_from_gpu_info_else_the_table() -> None:
+    assert vram_gib("{'Gpus': [{'MemoryInfo': {'SizeInMiB': 81920}}]}", "A100") == 80.0
+    # no memory in the literal: the hardware table's figure, or none for an unknown model
+    assert vram_gib("{'Gpus': []}", "A100") == 40.0
+    assert vram_gib("{'Gpus': []}", "NO-SUCH-GPU") is None
+
+
+def test_market_catalog_errors_name_the_field(tmp_path: Path) -> None:
+    market_file = tmp_path / "m.yaml"
+    market_file.write_text("name: m\ncatalogs:\n  - {path: nope.csv, provider: aws}\n")
+    with pytest.raises(MarketError, match=r"catalogs\[0\]\.path: .*nope.csv: cannot open catalog"):
+        load_market(market_file)
+    (tmp_path / "cpu.csv").write_text("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n"
+                                      "m5.large,,0,0.1,us-east-1\n")
+    market_file.write_text("name: m\ncatalogs:\n  - {path: cpu.csv, provider: aws}\n")
+    with pytest.raises(MarketError, match=r"catalogs\[0\]: the filters keep no GPU row"):
+        load_market(market_file)
 
 
 def test_every_real_trace_loads(data_dir: Path) -> None:

@@ -1,4 +1,5 @@
-"""The replay cloud's behaviour, apart from HTTP: offers, launches, terminations, preemptions.
+"""The replay cloud's instances, apart from HTTP: launches, terminations, preemptions (and
+the offers and prices of its market at the cloud's clock).
 
 :class:`ReplayCloud` holds the market, the market clock and the persistent state. Every change
 is saved to ``state.json`` before the call returns. Methods are thread-safe (one lock); the HTTP
@@ -24,7 +25,7 @@ from pydantic import Field, ValidationError
 from providers.replay import procs
 from providers.replay.market import ReplayMarket
 from providers.replay.state import InstanceRecord, StateStore
-from scheduler.models import (
+from core.models import (
     InstanceState,
     Market,
     OfferKey,

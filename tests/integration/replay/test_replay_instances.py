@@ -1,5 +1,6 @@
-"""Crash repair in the cloud's engine, in-process: a cloud that died between writing an
-instance record and starting (or recording) its agent is repaired by a retried launch."""
+"""Crash repair in the cloud's instance handling (:mod:`providers.replay.instances`),
+in-process: a cloud that died between writing an instance record and starting (or recording)
+its agent is repaired by a retried launch."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from providers.replay import procs
-from providers.replay.engine import ReplayCloud
+from providers.replay.instances import ReplayCloud
 from providers.replay.market import load_market
 from core.models import InstanceState
 
