@@ -15,18 +15,34 @@ import sys
 import time
 from pathlib import Path
 
+import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from core.config import examples_dir, home_dir
 from scheduler.cli import render
+from scheduler.cli.app import app, console, fail
 from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
-from core.config import examples_dir, home_dir
-from scheduler.daemon import read_daemon_info
 
 _TERMINAL = ("succeeded", "failed", "cancelled")
 _DAEMON_START_TIMEOUT_S = 60.0
+
+
+@app.command()
+def demo(home: Path | None = typer.Option(None, help="where the demo keeps its state, "
+                                             "wiped first (default: GA_HOME/demo)"),
+         timeout_s: float = typer.Option(170.0, help="give up after this many seconds")) -> None:
+    """Run the main job on the embedded default, preemption and migration included.
+
+    Places the example training job on the replayed market, lets the market preempt it,
+    checkpoints, migrates, resumes, finishes and reports the cost against on-demand."""
+    try:
+        ok = run_demo(console, home, timeout_s)
+    except CliError as exc:
+        fail(exc)
+    raise typer.Exit(0 if ok else 1)
 
 
 def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
@@ -50,6 +66,7 @@ def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
 def _clean(home: Path, market: Path) -> None:
     """Stop what an earlier demo in ``home`` may have left running, then wipe it."""
     from providers.replay.provider import ReplayProvider
+    from scheduler.daemon import read_daemon_info
 
     info = read_daemon_info(home)
     if info and info.get("pid"):
@@ -67,6 +84,8 @@ def start_daemon(home: Path, market: Path) -> subprocess.Popen:
 
     Raises ``CliError`` (with the daemon's log path) when it does not come up.
     """
+    from scheduler.daemon import read_daemon_info
+
     log = open(home / "daemon.log", "ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "scheduler", "daemon", "--home", str(home), "--market", str(market)],

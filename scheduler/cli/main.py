@@ -1,11 +1,17 @@
-"""``schedctl``: the gpu-arbiter command line. Command modules register on the shared app."""
+"""``schedctl``: the gpu-arbiter command line. Command modules register on the shared app, in
+the order ``--help`` lists them."""
 
-from scheduler.cli import (
-    events,  # noqa: F401
-    history,  # noqa: F401
-    jobs,  # noqa: F401  (registers its commands)
-    providers,  # noqa: F401
-    simulate,  # noqa: F401
+from scheduler.cli import (  # noqa: F401, I001  (each registers its commands)
+    daemon,
+    jobs,
+    offers,
+    history,
+    plan,
+    costs,
+    events,
+    providers,
+    simulate,
+    demo,
 )
 from scheduler.cli.app import app
 

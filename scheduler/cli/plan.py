@@ -1,0 +1,89 @@
+"""``schedctl plan job.yaml``: where the daemon would place a job now, what it will cost and
+how long it will take (:mod:`scheduler.services.plans`).
+
+With a daemon answering for ``GA_HOME``, the plan is the daemon's (``POST /v1/plans``, on its
+latest offers). Without one, the command plans by itself, so a job can be priced before any
+daemon runs: it reads Redis (``REDIS_URL``, else the embedded Redis of ``GA_HOME``, stopped
+again on exit) for price history and observed preemptions, and decides on what the configured
+providers list now (:mod:`scheduler.services.configured_market`; a replayed market is read
+from its file without starting it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from scheduler.cli import render
+from scheduler.cli.app import HomeOption, app, client, fail
+from scheduler.cli.bundle import load_spec_file
+from scheduler.cli.client import CliError
+from scheduler.cli.formats import check_format, emit
+from scheduler.cli.local_state import direct_store
+
+
+@app.command()
+def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
+         compute_hours: float | None = typer.Option(
+             None, "--compute-hours", min=0.001, help="instance-hours the job needs without "
+                                                     "interruptions (default: the spec's "
+                                                     "expected_hours, else 1: per compute hour)"),
+         lookback: str = typer.Option("30d", help="price history used for the quantiles"),
+         config: Path | None = typer.Option(
+             None, help="without a running daemon: the daemon config whose providers to plan on "
+                        "(default: GA_HOME/config.yaml if present, else the replayed example "
+                        "market)"),
+         fmt: str = typer.Option("table", "--format", help="table or json"),
+         home: Path | None = HomeOption) -> None:
+    """Where the daemon would place a job now and why (the same policy and cost model), and
+    what it will cost and how long it will take: all on-demand, on spot, under the policy; the
+    five best offers. Flags expected costs over the spec's budget_usd.
+
+    Asks the daemon when one answers for GA_HOME (its latest offers). Without one it plans by
+    itself on what the configured providers list now (--config), reading price history from
+    Redis (REDIS_URL, else GA_HOME's embedded Redis, stopped again on exit)."""
+    from scheduler.provider_setup import ProviderConfigError
+    from scheduler.services.jobs import SpecError
+
+    check_format(fmt)
+    try:
+        raw = load_spec_file(spec_file)
+        result = _daemon_plan(home, raw, compute_hours, lookback)
+        if result is None:
+            result = _plan_here(home, raw, compute_hours, lookback, config)
+    except ProviderConfigError as exc:
+        fail(CliError(str(exc)))
+    except SpecError as exc:
+        fail(CliError(str(exc), exc.problems))
+    except CliError as exc:
+        fail(exc)
+    emit(result["best_offers"], fmt, result, lambda: render.plan_panel(result))
+
+
+def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
+                 lookback: str) -> dict[str, Any] | None:
+    """The daemon's plan, or ``None`` when no daemon answers for ``home``. Raises
+    :class:`CliError` when the daemon refuses the request."""
+    try:
+        api = client(home)
+        api.get("/v1/health")
+    except CliError:
+        return None
+    return api.post("/v1/plans", json={"spec": raw, "compute_hours": compute_hours,
+                                       "lookback": lookback})
+
+
+def _plan_here(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
+               lookback: str, config: Path | None) -> dict[str, Any]:
+    """The plan made in this process (no daemon), on the configured providers' offers."""
+    from core.config import home_dir
+    from scheduler.services.history import QueryError
+    from scheduler.services.plans import plan_without_daemon
+
+    try:
+        return plan_without_daemon(direct_store(home), home or home_dir(), raw, compute_hours,
+                                   lookback, config)
+    except QueryError as exc:
+        raise CliError(str(exc)) from None
