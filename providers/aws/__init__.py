@@ -5,10 +5,10 @@ risk, spot/on-demand lifecycle with client tokens and ownership tags.
 - :mod:`.translate`: pure API dicts → offers, prices, instances.
 - :mod:`.launch`: pure launch request → ``run_instances`` arguments and user data.
 - :mod:`.advisor`: the Spot Advisor file (httpx + disk cache). :mod:`.cache`: named TTLs.
-- :mod:`.provider`: :class:`AwsProvider`, the Provider protocol. :mod:`.settings`: its config.
+- :mod:`.provider`: :class:`AwsProvider` on :mod:`providers.regional`. :mod:`.settings`: its config.
 """
 
-from providers.aws.provider import AwsProvider, CheckResult
+from providers.aws.provider import AwsProvider
 from providers.aws.settings import AwsLaunchSettings, AwsSettings
 
-__all__ = ["AwsLaunchSettings", "AwsProvider", "AwsSettings", "CheckResult"]
+__all__ = ["AwsLaunchSettings", "AwsProvider", "AwsSettings"]

@@ -7,7 +7,7 @@ to interruption risk through :data:`providers.aws.translate.RISK_BY_BUCKET`.
 
 The file is cached at ``cache_path`` and refetched when older than ``max_age_s``
 (:data:`providers.aws.cache.SPOT_ADVISOR_TTL_S`). A failed fetch keeps the stale copy (or, with
-none, no risks at all: offers then carry the configured unknown-risk value) and is retried
+none, no risks at all: spot offers are then unrated) and is retried
 after :data:`providers.aws.cache.SPOT_ADVISOR_RETRY_S`. ``file://`` URLs are read directly
 (offline installs, tests).
 """

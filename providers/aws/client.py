@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -55,6 +54,7 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
+from providers.regional import RequestCounter, chunks, install_log_redaction
 
 PROVIDER = "aws"
 CONNECT_TIMEOUT_S = 5.0
@@ -95,33 +95,11 @@ _MESSAGE_MAX = 400
 log = logging.getLogger(__name__)
 
 
-class _RedactUserData(logging.Filter):
-    """Drops botocore DEBUG records that would print request parameters (RunInstances'
-    ``UserData`` holds the agent's token and store credentials)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            text = record.getMessage()
-        except Exception:  # a record we cannot render is not worth the risk
-            return False
-        return "UserData" not in text
-
-
-_REDACTION_INSTALLED = False
+# botocore DEBUG records that print request parameters (RunInstances' UserData holds the
+# agent's token and store credentials) are dropped.
+_REDACTED_LOGGERS = ("botocore.endpoint", "botocore.client", "botocore.hooks", "botocore.parsers",
+                     "botocore.httpsession", "urllib3.connectionpool")
 _MODULE_LOCK = threading.Lock()
-
-
-def install_log_redaction() -> None:
-    """Attach :class:`_RedactUserData` to the botocore loggers that print request parameters
-    (idempotent; safe to call from several threads)."""
-    global _REDACTION_INSTALLED
-    with _MODULE_LOCK:
-        if _REDACTION_INSTALLED:
-            return
-        for name in ("botocore.endpoint", "botocore.client", "botocore.hooks",
-                     "botocore.parsers", "botocore.httpsession", "urllib3.connectionpool"):
-            logging.getLogger(name).addFilter(_RedactUserData())
-        _REDACTION_INSTALLED = True
 
 
 def map_error(exc: Exception, action: str, region: str) -> ProviderError:
@@ -161,32 +139,6 @@ def aws_call(action: str, region: str) -> Iterator[None]:
         raise map_error(exc, action, region) from None
 
 
-class RequestCounter:
-    """Counts HTTP requests sent (retries included) per ``service.Operation``. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def __call__(self, event_name: str = "", **_: Any) -> None:
-        # event_name: "before-send.ec2.DescribeSpotPriceHistory"
-        key = event_name.split(".", 1)[1] if "." in event_name else event_name
-        with self._lock:
-            self._counts[key] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-
 _LOADER: Any = None
 
 
@@ -212,17 +164,6 @@ def fast_timestamp(value: str | float) -> datetime:
     return parse_timestamp(value)
 
 
-def _chunks(values: Iterable[str], size: int = VALUES_PER_REQUEST) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for value in values:
-        batch.append(value)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 class AwsClient:
     """The boto3 clients of one AWS adapter: one EC2 client per region, one Price List client.
 
@@ -242,7 +183,7 @@ class AwsClient:
                  endpoint_url: str | None = None, pricing_endpoint_url: str | None = None,
                  profile: str | None = None, max_attempts: int = 8,
                  max_pool_connections: int = 10) -> None:
-        install_log_redaction()
+        install_log_redaction(_REDACTED_LOGGERS, ("UserData",))
         core = botocore.session.get_session()
         core.register_component("data_loader", _shared_loader())
         core.get_component("response_parser_factory").set_parser_defaults(
@@ -258,12 +199,16 @@ class AwsClient:
         for region in regions:
             client = self.session.client("ec2", region_name=region, endpoint_url=endpoint_url,
                                          config=config)
-            client.meta.events.register("before-send", self.requests)
+            client.meta.events.register("before-send", self._count)
             self.ec2[region] = client
         self.pricing_region = pricing_region
         self.pricing = self.session.client("pricing", region_name=pricing_region,
                                            endpoint_url=pricing_endpoint_url, config=config)
-        self.pricing.meta.events.register("before-send", self.requests)
+        self.pricing.meta.events.register("before-send", self._count)
+
+    def _count(self, event_name: str = "", **_: Any) -> None:
+        # event_name: "before-send.ec2.DescribeSpotPriceHistory"
+        self.requests.add(event_name.split(".", 1)[1] if "." in event_name else event_name)
 
     def credentials_source(self) -> str | None:
         """How boto3 found credentials (``env``, ``shared-credentials-file``, ``iam-role``,
@@ -293,7 +238,7 @@ class AwsClient:
         Raises mapped errors."""
         paginator = self.ec2[region].get_paginator("describe_instance_type_offerings")
         with aws_call("describe_instance_type_offerings", region):
-            for batch in _chunks(instance_types):
+            for batch in chunks(instance_types, VALUES_PER_REQUEST):
                 for page in paginator.paginate(
                         LocationType="availability-zone",
                         Filters=[{"Name": "instance-type", "Values": batch}],
@@ -309,7 +254,7 @@ class AwsClient:
         gives the current price of every zone. Raises mapped errors."""
         paginator = self.ec2[region].get_paginator("describe_spot_price_history")
         with aws_call("describe_spot_price_history", region):
-            for batch in _chunks(instance_types):
+            for batch in chunks(instance_types, VALUES_PER_REQUEST):
                 kwargs: dict[str, Any] = {
                     "StartTime": start, "InstanceTypes": batch,
                     "ProductDescriptions": [SPOT_PRODUCT_DESCRIPTION],
@@ -367,7 +312,7 @@ class AwsClient:
         (``describe_spot_instance_requests`` filtered on ``instance-id``). Raises mapped errors."""
         out: list[dict[str, Any]] = []
         with aws_call("describe_spot_instance_requests", region):
-            for batch in _chunks(instance_ids):
+            for batch in chunks(instance_ids, VALUES_PER_REQUEST):
                 answer = self.ec2[region].describe_spot_instance_requests(
                     Filters=[{"Name": "instance-id", "Values": batch}])
                 out.extend(answer.get("SpotInstanceRequests", []))

@@ -25,7 +25,7 @@ from typing import Any
 
 from providers import bootstrap
 from providers.bootstrap import AGENT_BASE_DIR, env_file_text  # noqa: F401 (re-exported)
-from scheduler.models import Market, Offer
+from core.models import Market, Offer
 
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
 USER_DATA_MAX_BYTES = 16384  # EC2's limit on user data before base64

@@ -23,10 +23,10 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.models import (
+from core.models import (
     Instance,
     InstanceState,
     Market,
@@ -35,6 +35,7 @@ from scheduler.models import (
     PreemptionNotice,
     PriceObservation,
 )
+from providers.regional import aware_utc, parse_each
 
 PROVIDER = "aws"
 MIB_PER_GIB = 1024.0
@@ -122,15 +123,8 @@ def gpu_instance_types(infos: Iterable[dict[str, Any]]) -> dict[str, GpuInstance
     """instance type → :class:`GpuInstanceType` for the GPU types among ``infos`` (consumed
     lazily, so a paginated iterator is never held in memory whole). Malformed GPU entries are
     skipped (see :func:`gpu_instance_type`)."""
-    out: dict[str, GpuInstanceType] = {}
-    for info in infos:
-        try:
-            gpu = gpu_instance_type(info)
-        except ValueError:
-            continue
-        if gpu is not None:
-            out[gpu.instance_type] = gpu
-    return out
+    gpus, _ = parse_each(infos, gpu_instance_type)
+    return {gpu.instance_type: gpu for gpu in gpus}
 
 
 def zones_by_type(offerings: Iterable[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
@@ -150,16 +144,6 @@ class SpotPrice:
     instance_type: str
     price_usd_per_hour: float
     at: datetime
-
-
-def aware_utc(value: datetime | str) -> datetime:
-    """A boto3 timestamp (aware datetime) or an ISO-8601 string (``…Z``) → aware UTC.
-    Naive values are taken as UTC. Raises ``ValueError`` on an unreadable string."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
 
 
 def spot_price(record: dict[str, Any], region: str) -> SpotPrice:
@@ -184,23 +168,7 @@ def spot_price(record: dict[str, Any], region: str) -> SpotPrice:
 def spot_prices(records: Iterable[dict[str, Any]], region: str) -> tuple[list[SpotPrice], int]:
     """Parse every record (lazily consumed); returns (prices, number of records skipped as
     malformed, see :func:`spot_price`)."""
-    out, skipped = [], 0
-    for record in records:
-        try:
-            out.append(spot_price(record, region))
-        except ValueError:
-            skipped += 1
-    return out, skipped
-
-
-def latest_spot_prices(prices: Iterable[SpotPrice]) -> dict[tuple[str, str], SpotPrice]:
-    """(zone, instance type) → its most recent :class:`SpotPrice` (the price in effect now)."""
-    latest: dict[tuple[str, str], SpotPrice] = {}
-    for p in prices:
-        key = (p.zone, p.instance_type)
-        if key not in latest or p.at > latest[key].at:
-            latest[key] = p
-    return latest
+    return parse_each(records, lambda record: spot_price(record, region))
 
 
 def series(region: str, zone: str, instance_type: str, market: Market) -> str:
@@ -317,14 +285,13 @@ def advisor_risks(data: dict[str, Any], os_name: str = ADVISOR_OS) -> dict[str, 
 def build_offers(region: str, types: dict[str, GpuInstanceType],
                  zones: dict[str, tuple[str, ...]], on_demand: dict[str, float],
                  spot: dict[tuple[str, str], SpotPrice], risks: dict[str, float], *,
-                 markets: Iterable[Market], unknown_risk: float,
-                 observed_at: datetime) -> list[Offer]:
+                 markets: Iterable[Market], observed_at: datetime) -> list[Offer]:
     """The offers of one region: per GPU type and zone, an on-demand offer when the type has a
     list price and is sold on-demand, and a spot offer when the zone has a spot price.
 
     - **zones**: type → zones offering it; zones with a spot price count as offering it too.
     - **on_demand**: type → USD/hour (region-wide); **spot**: (zone, type) → latest price.
-    - **risks**: type → advisor risk; types absent get ``unknown_risk``. On-demand offers 0.
+    - **risks**: type → advisor risk; types absent are unrated (None). On-demand offers 0.
     - **observed_at**: when these were fetched (aware UTC).
     """
     wanted = set(markets)
@@ -349,7 +316,7 @@ def build_offers(region: str, types: dict[str, GpuInstanceType],
                 offers.append(Offer(zone=zone, market=Market.SPOT,
                                     price_usd_per_hour=price.price_usd_per_hour,
                                     on_demand_price_usd_per_hour=od,
-                                    interruption_risk=risks.get(itype, unknown_risk),
+                                    interruption_risk=risks.get(itype),
                                     **hardware))
     return offers
 

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from providers.aws.translate import RISK_BY_BUCKET, aware_utc
+from providers.aws.translate import RISK_BY_BUCKET
+from providers.regional import aware_utc
 from providers.errors import AuthError
 from core.models import Market
 from tests.contract.providers.aws.data import (
@@ -128,7 +129,7 @@ def test_offers_at_the_end_of_the_dumps(make_provider, fake, dumps) -> None:
         for (zone, itype), offer in spot.items():
             assert offer.on_demand_price_usd_per_hour == ON_DEMAND_USD[itype]
             bucket = advisor.get(region, {}).get("Linux", {}).get(itype, {}).get("r")
-            want = RISK_BY_BUCKET[bucket] if bucket is not None else 0.25  # unknown: top bucket
+            want = RISK_BY_BUCKET[bucket] if bucket is not None else None  # unrated
             assert offer.interruption_risk == want, (region, itype)
             assert offer.observed_at == NOW
         on_demand = {(o.zone, o.instance_type) for o in offers
@@ -191,7 +192,9 @@ def test_every_region_refusing_credentials_raises_auth_error(make_provider, fake
         provider.list_offers()
 
 
-def test_a_capacity_error_hides_the_offer_for_a_while(make_provider, fake) -> None:
+def test_a_capacity_error_is_typed_and_leaves_the_offer_listed(make_provider, fake) -> None:
+    """Hiding an offer after a capacity error is the controller's one capacity cache (in
+    Redis); the adapter raises the typed error and keeps reporting what EC2 offers."""
     from botocore.stub import Stubber
 
     from providers.base import LaunchRequest
@@ -205,8 +208,8 @@ def test_a_capacity_error_hides_the_offer_for_a_while(make_provider, fake) -> No
         stub.add_response("describe_instances", {"Reservations": []})
         stub.add_client_error("run_instances", "InsufficientInstanceCapacity",
                               "We currently do not have sufficient capacity", 500)
-        with pytest.raises(CapacityError):
+        with pytest.raises(CapacityError) as caught:
             provider.launch(LaunchRequest(offer=chosen, client_token="job-9-1"))
-    assert "InsufficientInstanceCapacity" in provider.unavailable_reason(chosen.key)
+    assert caught.value.code == "InsufficientInstanceCapacity"
     again = provider.list_offers()
-    assert {o.key for o in again} == {o.key for o in offers} - {chosen.key}
+    assert {o.key for o in again} == {o.key for o in offers}

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from providers.aws import translate
+from providers.regional import latest_spot_prices
 from core.models import InstanceState, Market
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
@@ -66,7 +67,7 @@ def test_latest_price_per_zone_and_observations() -> None:
                _record(at=T0 - timedelta(hours=5), price="0.9", zone="us-east-1b"),
                _record(at="2020-03-23T11:00:00Z", price="1.2")]  # duplicate record
     prices, _ = translate.spot_prices(records, "us-east-1")
-    latest = translate.latest_spot_prices(prices)
+    latest = latest_spot_prices(prices)
     assert {k: p.price_usd_per_hour for k, p in latest.items()} == {
         ("us-east-1a", "p3.2xlarge"): 1.2, ("us-east-1b", "p3.2xlarge"): 0.9}
     obs = translate.spot_observations(prices, "us-east-1")
@@ -138,7 +139,7 @@ def test_build_offers_per_zone_and_market() -> None:
             ("us-east-1c", "p3.2xlarge"): translate.SpotPrice("us-east-1c", "p3.2xlarge", 0.8, T0)}
     offers = translate.build_offers(
         "us-east-1", {k: types[k] for k in zones}, zones, {"p3.2xlarge": 3.06}, spot,
-        {"p3.2xlarge": 0.25}, markets=[Market.SPOT, Market.ON_DEMAND], unknown_risk=0.2,
+        {"p3.2xlarge": 0.25}, markets=[Market.SPOT, Market.ON_DEMAND],
         observed_at=T0)
     got = {(o.zone, o.instance_type, o.market.value): (o.price_usd_per_hour, o.interruption_risk)
            for o in offers}
@@ -150,10 +151,9 @@ def test_build_offers_per_zone_and_market() -> None:
         ("us-east-1c", "p3.2xlarge", "spot"): (0.8, 0.25),
     }  # g5.xlarge: no list price and no spot price → no offer
     spot_only = translate.build_offers("us-east-1", {"p3.2xlarge": types["p3.2xlarge"]}, zones, {},
-                                       spot, {}, markets=[Market.SPOT], unknown_risk=0.2,
-                                       observed_at=T0)
+                                       spot, {}, markets=[Market.SPOT], observed_at=T0)
     assert {(o.market, o.interruption_risk, o.on_demand_price_usd_per_hour)
-            for o in spot_only} == {(Market.SPOT, 0.2, None)}
+            for o in spot_only} == {(Market.SPOT, None, None)}  # unrated: the service's prior
     obs = translate.on_demand_observations("us-east-1", zones, {"p3.2xlarge": 3.06}, T0)
     assert [o.series for o in obs] == ["aws/us-east-1/us-east-1a/p3.2xlarge/on-demand",
                                        "aws/us-east-1/us-east-1b/p3.2xlarge/on-demand"]

@@ -1,0 +1,355 @@
+"""One base for clouds made of regions (EC2, ECS): what every such cloud does the same way, so
+that a cloud module keeps only its API calls and its translation (the shape of dstack's
+``ComputeWithAllOffersCached``: the base fans out and tolerates, the cloud answers per region).
+
+:class:`RegionalCompute` implements :class:`providers.base.Compute`'s operations once:
+
+- offers and prices: one worker per region (at most :data:`MAX_REGION_WORKERS`) runs the cloud's
+  ``_region_offers``/``_region_prices``. A region that fails keeps its last good offers for
+  :data:`LAST_GOOD_OFFERS_MAX_AGE_S` and, for prices, is asked again from where it missed; a
+  call raises (the first region's error) only when every region failed.
+- launch: refuses offers of other providers or regions and a missing ``launch`` section,
+  returns the instance already carrying the client token, else runs one; a cloud's
+  idempotency error is answered by looking the token up again.
+- terminate: in the region the instance was seen in, else in each region until one knows it.
+- describe: every region; ANY failing region raises, so that no caller takes a missing
+  instance for a gone one.
+
+What deserves caching (instance types, zones, list prices) the cloud keeps in
+:class:`providers.cache.TTLCache` objects; which offers lack capacity is the controller's
+cache in Redis, never the adapter's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import abstractmethod
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from core.models import Instance, Offer, PriceObservation, utcnow
+from providers.base import CheckResult, Compute, LaunchRequest
+from providers.errors import NotFoundError, ProviderError
+from providers.regional_settings import RegionalSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_REGION_WORKERS = 16
+# A region whose poll fails keeps its last good offers for at most this long (the store's
+# OFFERS_TTL_S is 1 h too; older offers would mislead placement).
+LAST_GOOD_OFFERS_MAX_AGE_S = 3600.0
+
+
+class RequestCounter:
+    """HTTP requests sent (retries included) per operation name. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, operation: str) -> None:
+        with self._lock:
+            self._counts[operation] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+class RegionalClient(Protocol):
+    """What the base needs of a cloud's API client."""
+
+    requests: RequestCounter
+
+    def credentials_source(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+class RegionalCompute(Compute):
+    """A :class:`Compute` over ``settings.regions`` (see the module docstring).
+
+    - **settings**: the cloud's validated entry (:class:`RegionalSettings`).
+    - **client**: its API client; **clock**: aware-UTC now (injectable for tests).
+
+    Thread-safe. ``requests`` counts the HTTP requests made per operation.
+    A cloud sets ``name``, ``agent_start_timeout_s``, ``launch_fields`` (named in the error
+    when ``launch`` is missing), ``idempotency_codes`` and the per-region methods below.
+    """
+
+    launch_fields: ClassVar[str] = ""
+    idempotency_codes: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, settings: RegionalSettings, client: RegionalClient, *,
+                 clock: Callable[[], datetime] = utcnow) -> None:
+        self.settings = settings
+        self.regions = list(settings.regions)
+        self.client = client
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_offers: dict[str, tuple[datetime, list[Offer]]] = {}
+        self._missed_since: dict[str, datetime] = {}  # region → start of a failed history poll
+        self._region_of: dict[str, str] = {}  # instance id → region
+        self._pool = ThreadPoolExecutor(max_workers=min(MAX_REGION_WORKERS, len(self.regions)),
+                                        thread_name_prefix=f"{self.name}-region")
+
+    @property
+    def requests(self) -> dict[str, int]:
+        return self.client.requests.snapshot()
+
+    def close(self) -> None:
+        """Stop the region workers and close the HTTP clients. Instances keep running."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.client.close()
+
+    # ----- what a cloud implements, per region ------------------------------------------------
+    @abstractmethod
+    def _region_offers(self, region: str) -> list[Offer]: ...
+
+    @abstractmethod
+    def _region_prices(self, region: str, start: datetime,
+                       since: datetime | None) -> list[PriceObservation]:
+        """Observations from ``start`` (already moved back to a missed window), or, for list
+        prices, those fetched after ``since``."""
+
+    @abstractmethod
+    def _region_instances(self, region: str, tags: dict[str, str]) -> list[Instance]: ...
+
+    @abstractmethod
+    def _find_by_token(self, region: str, client_token: str) -> Instance | None: ...
+
+    @abstractmethod
+    def _run_instance(self, request: LaunchRequest, region: str) -> Instance: ...
+
+    @abstractmethod
+    def _terminate_in(self, region: str, instance_id: str) -> None:
+        """Raises :class:`NotFoundError` when ``region`` has no such instance."""
+
+    # ----- offers and prices ------------------------------------------------------------------
+    def _list_offers(self) -> list[Offer]:
+        results = self._per_region(self._region_offers)
+        now = self._clock()
+        offers: list[Offer] = []
+        for region, result in results.items():
+            if not isinstance(result, ProviderError):
+                with self._lock:
+                    self._last_offers[region] = (now, result)
+                offers.extend(result)
+                continue
+            with self._lock:
+                last = self._last_offers.get(region)
+            if last and (now - last[0]).total_seconds() <= LAST_GOOD_OFFERS_MAX_AGE_S:
+                log.warning("%s offers for %s failed, keeping %d offers from %s: %s", self.name,
+                            region, len(last[1]), last[0].isoformat(), result)
+                offers.extend(last[1])
+            else:
+                log.warning("%s offers for %s failed: %s", self.name, region, result)
+        _raise_if_all_failed(results)
+        return offers
+
+    def _history_start(self, since: datetime | None) -> datetime:
+        """Where a price poll starts: ``since``, else ``history_lookback_h`` ago."""
+        return since or (self._clock() - timedelta(hours=self.settings.history_lookback_h))
+
+    def _poll_prices(self, since: datetime | None) -> list[PriceObservation]:
+        start = self._history_start(since)
+
+        def region_prices(region: str) -> list[PriceObservation]:
+            with self._lock:
+                missed = self._missed_since.get(region)
+            return self._region_prices(region, min(start, missed) if missed else start, since)
+
+        results = self._per_region(region_prices)
+        observations: list[PriceObservation] = []
+        for region, result in results.items():
+            with self._lock:
+                if isinstance(result, ProviderError):
+                    self._missed_since[region] = min(start, self._missed_since.get(region, start))
+                else:
+                    self._missed_since.pop(region, None)
+                    observations.extend(result)
+            if isinstance(result, ProviderError):
+                log.warning("%s price history for %s failed (will ask again from %s): %s",
+                            self.name, region, start.isoformat(), result)
+        _raise_if_all_failed(results)
+        return observations
+
+    # ----- instances --------------------------------------------------------------------------
+    def _launch_region(self, offer: Offer) -> str:
+        """The region to launch ``offer`` in; raises :class:`ProviderError` when it is not an
+        offer of a configured region or ``launch`` is not configured."""
+        if offer.provider != self.name or offer.region not in self.regions:
+            raise ProviderError(f"{self.name} cannot launch {offer.key.series()}: region "
+                                f"{offer.region} is not configured", provider=self.name)
+        if self.settings.launch is None:
+            raise ProviderError(f"{self.name} launch is not configured: add a 'launch' section "
+                                f"({self.launch_fields}) to the {self.name} provider entry",
+                                provider=self.name, code="LaunchNotConfigured")
+        return offer.region
+
+    def _launch(self, request: LaunchRequest) -> Instance:
+        region = self._launch_region(request.offer)
+        instance = self._find_by_token(region, request.client_token)
+        if instance is None:
+            try:
+                instance = self._run_instance(request, region)
+            except ProviderError as exc:
+                found = (self._find_by_token(region, request.client_token)
+                         if exc.code in self.idempotency_codes else None)
+                if found is None:
+                    raise
+                instance = found
+        with self._lock:
+            self._region_of[instance.id] = region
+        return instance
+
+    def _terminate(self, instance_id: str) -> None:
+        with self._lock:
+            known = self._region_of.get(instance_id)
+        for region in [known] if known else self.regions:
+            try:
+                self._terminate_in(region, instance_id)
+                return
+            except NotFoundError:
+                continue
+
+    def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
+        results = self._per_region(lambda region: self._region_instances(region, tags or {}))
+        out: list[Instance] = []
+        for region, result in results.items():
+            if isinstance(result, ProviderError):
+                raise result
+            with self._lock:
+                self._region_of.update({i.id: region for i in result})
+            out.extend(result)
+        return out
+
+    # ----- checks -----------------------------------------------------------------------------
+    def _credentials_row(self, missing: str) -> CheckResult:
+        """The ``credentials`` row: where the client found them, else ``missing`` (a hint)."""
+        source = self.client.credentials_source()
+        return CheckResult(self.name, "-", "credentials", source is not None,
+                           f"found via {source}" if source else missing)
+
+    def _check_row(self, region: str, check: str, call: Callable[[], Any]) -> CheckResult:
+        """Run ``call``; the row says ok, or the :class:`ProviderError` it raised."""
+        try:
+            call()
+        except ProviderError as exc:
+            return CheckResult(self.name, region, check, False, f"{type(exc).__name__}: {exc}")
+        return CheckResult(self.name, region, check, True, "ok")
+
+    # ----- fan-out ----------------------------------------------------------------------------
+    def _per_region(self, fn: Callable[[str], T]) -> dict[str, T | ProviderError]:
+        futures = {region: self._pool.submit(fn, region) for region in self.regions}
+        results: dict[str, T | ProviderError] = {}
+        for region, future in futures.items():
+            try:
+                results[region] = future.result()
+            except ProviderError as exc:
+                results[region] = exc
+        return results
+
+
+def _raise_if_all_failed(results: dict[str, Any]) -> None:
+    errors = [r for r in results.values() if isinstance(r, ProviderError)]
+    if errors and len(errors) == len(results):
+        raise errors[0]
+
+
+# ----- pure helpers the clouds' clients and translations share --------------------------------
+class _Placed(Protocol):
+    zone: str
+    instance_type: str
+    at: datetime
+
+
+P = TypeVar("P", bound=_Placed)
+
+
+def latest_spot_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:
+    """(zone, instance type) → its most recent price record (the price in effect now)."""
+    latest: dict[tuple[str, str], P] = {}
+    for p in prices:
+        key = (p.zone, p.instance_type)
+        if key not in latest or p.at > latest[key].at:
+            latest[key] = p
+    return latest
+
+
+def parse_each(items: Iterable[Any], parse: Callable[[Any], T | None]) -> tuple[list[T], int]:
+    """``parse`` applied to every item (lazily consumed): (the results that are not None, the
+    number of items skipped because ``parse`` raised ``ValueError``)."""
+    out: list[T] = []
+    skipped = 0
+    for item in items:
+        try:
+            parsed = parse(item)
+        except ValueError:
+            skipped += 1
+            continue
+        if parsed is not None:
+            out.append(parsed)
+    return out, skipped
+
+
+def aware_utc(value: datetime | str) -> datetime:
+    """An aware datetime or an ISO-8601 string (``…Z``, minutes-only allowed) → aware UTC;
+    naive values are taken as UTC. Raises ``ValueError`` on an unreadable string."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of at most ``size`` (an API's limit on values per request)."""
+    batch: list[str] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class RedactParameters(logging.Filter):
+    """Drops an SDK's log records that mention any of ``words`` (request parameters such as
+    user data, which carries the agent's secrets, or signatures)."""
+
+    def __init__(self, words: tuple[str, ...]) -> None:
+        super().__init__()
+        self.words = words
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 (a record we cannot render is not worth the risk)
+            return False
+        return not any(word in text for word in self.words)
+
+
+_REDACTION_LOCK = threading.Lock()
+
+
+def install_log_redaction(logger_names: Iterable[str], words: tuple[str, ...]) -> None:
+    """Attach one :class:`RedactParameters` for ``words`` to each named logger, once
+    (idempotent; thread-safe)."""
+    with _REDACTION_LOCK:
+        for name in logger_names:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, RedactParameters) and f.words == words
+                       for f in logger.filters):
+                logger.addFilter(RedactParameters(words))
