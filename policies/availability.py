@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.units import HOURS_PER_MONTH
 from policies.views import AvailabilityStats
 
 # Weak priors (in runs / samples) so that a short history does not swing the estimates.
@@ -87,12 +88,12 @@ def risk_to_mean_up_h(interruption_risk: np.ndarray | float) -> np.ndarray:
     """Mean hours between interruptions implied by a monthly interruption frequency.
 
     ``interruption_risk`` is the AWS Spot Advisor notion (share of instances interrupted in a
-    30-day month, in [0, 1]); read as a Poisson rate: ``mean = 720 h / -ln(1 - risk)``.
-    0 gives ``inf``; values are clipped to 0.999.
+    month, in [0, 1]); read as a Poisson rate: ``mean = HOURS_PER_MONTH / -ln(1 - risk)``
+    (:data:`core.units.HOURS_PER_MONTH`, 730 h). 0 gives ``inf``; values are clipped to 0.999.
     """
     risk = np.clip(np.asarray(interruption_risk, dtype=float), 0.0, 0.999)
     with np.errstate(divide="ignore"):
-        return np.where(risk > 0, 720.0 / -np.log1p(-np.maximum(risk, 1e-12)), np.inf)
+        return np.where(risk > 0, HOURS_PER_MONTH / -np.log1p(-np.maximum(risk, 1e-12)), np.inf)
 
 
 def residual_up_h(stats: AvailabilityStats) -> np.ndarray:

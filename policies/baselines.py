@@ -1,5 +1,5 @@
-"""Published policies the v2 engine is measured against, over the same data as
-:func:`policies.engine.decide` (``(jobs, market) -> Decision``), so the simulator runs them all
+"""Published policies our decisions (:mod:`policies.decisions`) are measured against, over the same data as
+:func:`policies.decisions.decide` (``(jobs, market) -> Decision``), so the simulator runs them all
 the same way. Re-implemented from their descriptions:
 
 - **on-demand**: the cheapest on-demand offer, from start to finish.

@@ -1,14 +1,15 @@
-"""Build the v2 decision views from the daemon's models (jobs, offers, observed availability).
+"""Build the decision views from the daemon's models (jobs, offers, observed availability).
 
 Pure helpers for the controller: no I/O and no clock (``now`` is passed in). The controller
 reads the latest offers and each job from the store, then::
 
     table, market = market_view(offers, eligible, samples, gap_h)
     jobs_view = job_view(jobs, table, now, restart_overhead_h=..., decision_interval_h=...)
-    decision = policies.engine.decide_placement(jobs_view, market)      # pending / migrating
-    moves = policies.engine.should_migrate(jobs_view, market)           # running
+    decision = policies.decisions.decide_placement(jobs_view, market)      # pending / migrating
+    moves = policies.decisions.should_migrate(jobs_view, market)           # running
 
-Offer ``i`` of the decision is ``offers[i]``. See the report of issue 6 for where to call it.
+Offer ``i`` of the decision is ``offers[i]``. The controller calls these in
+:mod:`scheduler.controller.policy_inputs`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from policies.views import (
     MarketView,
     OfferTable,
 )
-from scheduler.models import Job, Offer, PlacementEnd
+from core.models import Job, Offer, PlacementEnd
 
 _FIELDS = AvailabilityStats.__dataclass_fields__
 
@@ -142,7 +143,7 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
              time_scale: float = 1.0) -> JobView:
     """The :class:`JobView` of ``jobs`` at ``now`` (aware UTC).
 
-    Read from each :class:`~scheduler.models.Job`: the current placement (offer index in
+    Read from each :class:`~core.models.Job`: the current placement (offer index in
     ``table``, time since its instance started), the last reclaim (zone, time since), the
     deadline, the spend so far (``Job.cost_usd``). Not in the models today, so passed in (one
     value per job; ``nan``/``inf`` = unknown/none): ``compute_h`` and ``remaining_compute_h``

@@ -13,7 +13,8 @@ handful of lucky hours does not erase a bad advertised figure.
 
 from __future__ import annotations
 
-HOURS_PER_MONTH = 730.0
+from core.units import HOURS_PER_MONTH
+
 DEFAULT_PRIOR_MONTHS = 1.0
 
 

@@ -1,12 +1,13 @@
 """The all-on-demand baseline of a job: the cheapest on-demand offer its hardware and location
-constraints admit. Placement itself is policy v2 (:func:`policies.engine.decide_placement`)."""
+constraints admit. Placement itself is
+:func:`policies.decisions.decide_placement`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from policies.constraints import filter_offers
-from scheduler.models import JobSpec, MarketChoice, Offer
+from core.models import JobSpec, MarketChoice, Offer
 
 
 def on_demand_reference(spec: JobSpec, offers: Iterable[Offer]) -> float | None:

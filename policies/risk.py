@@ -68,21 +68,38 @@ def effective_price(jobs: JobView, market: MarketView) -> np.ndarray:
     return price * inflation(lam, loss_per_reclaim_h(jobs))
 
 
-def expected_cost_to_finish(jobs: JobView, market: MarketView) -> np.ndarray:
-    """Expected USD to finish each job on each offer, ``(n, m)``: effective price × remaining
-    compute, plus one restart overhead (and the move's transfer time) billed at the offer's price
-    for offers the job is not running on. Unknown remaining compute uses
-    :data:`DEFAULT_RUNTIME_H`.
+def remaining_h(jobs: JobView) -> np.ndarray:
+    """Compute hours each job has left, ``(n,)``; :data:`DEFAULT_RUNTIME_H` where unknown."""
+    return np.where(np.isnan(jobs.remaining_compute_h), DEFAULT_RUNTIME_H,
+                    jobs.remaining_compute_h)
+
+
+def expected_cost_to_finish(jobs: JobView, price: np.ndarray, eff: np.ndarray) -> np.ndarray:
+    """Expected USD to finish each job on each offer, ``(n, m)``.
+
+    The effective price × the compute left (:func:`remaining_h`; nothing for a job with none
+    left), plus the launch billed at the offer's price: on the offer the job runs on, the
+    overhead it still owes there; on any other, one restart overhead and the move's transfer
+    time.
+
+    Args:
+        jobs: ``n`` jobs.
+        price: USD per hour, ``(m,)`` or ``(n, m)``.
+        eff: risk-aware USD per useful hour, ``(n, m)`` (:func:`effective_price`, or the
+            decision's own with correlated zones' hazard).
     """
-    n, m = len(jobs), len(market.offers)
-    remaining = np.where(np.isnan(jobs.remaining_compute_h), DEFAULT_RUNTIME_H,
-                         jobs.remaining_compute_h)
-    price = np.broadcast_to(market.price_usd_per_hour, (n, m))
-    eff = effective_price(jobs, market)
-    is_current = np.arange(m)[None, :] == jobs.current[:, None]
-    launch_h = np.where(is_current, jobs.overhead_left_h[:, None],
-                        (jobs.restart_overhead_h + jobs.move_extra_h)[:, None])
-    return eff * remaining[:, None] + price * launch_h
+    n, m = eff.shape
+    remaining = remaining_h(jobs)
+    launch_h = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
+    running = jobs.current != NO_OFFER
+    if running.any():
+        is_current = np.arange(m)[None, :] == jobs.current[:, None]
+        launch_h = np.where(is_current, jobs.overhead_left_h[:, None], launch_h)
+    with np.errstate(invalid="ignore"):
+        work = eff * remaining[:, None]
+    if (remaining <= 0).any():
+        work = np.where(remaining[:, None] > 0, work, 0.0)
+    return work + np.broadcast_to(price, (n, m)) * launch_h
 
 
 def current_column(values: np.ndarray, jobs: JobView, fill: float = np.nan) -> np.ndarray:

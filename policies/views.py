@@ -1,4 +1,4 @@
-"""Plain data the v2 policies decide on: jobs, offers, the market now, and decisions.
+"""Plain data the policies decide on: jobs, offers, the market now, and decisions.
 
 Every per-job field is a numpy array of shape ``(n,)`` and every per-(job, offer) field has shape
 ``(n, m)`` (or ``(m,)``, broadcast to every job). One call therefore decides for one job (``n = 1``:
@@ -17,7 +17,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from scheduler.models import Market, Offer
+from core.models import Market, Offer
 
 NO_OFFER = -1
 """Offer index meaning "run nothing": wait (no instance) or stop the current one."""
@@ -40,7 +40,6 @@ class Reason(IntEnum):
     BUDGET_STOP = 9
     DEADLINE_INFEASIBLE = 10
     DONE = 11
-    STOP_ON_DEMAND = 12
 
 
 REASON_TEXT = {
@@ -56,7 +55,6 @@ REASON_TEXT = {
     Reason.BUDGET_STOP: "budget exhausted: checkpoint and stop",
     Reason.DEADLINE_INFEASIBLE: "deadline no longer feasible: on-demand to finish as early as possible",
     Reason.DONE: "job finished",
-    Reason.STOP_ON_DEMAND: "stop on-demand: the slack again exceeds the end-game reserve",
 }
 
 

@@ -5,6 +5,9 @@ Units are in the names. Replayed markets compress market time, not these wall-cl
 
 import os
 
+# The policy's restart overhead has its one definition, and its reason, with the units.
+from core.units import RESTART_OVERHEAD_H  # noqa: F401  (the controller reads it here)
+
 # How often the reconcile loop runs over active jobs; a step is cheap, so react quickly.
 RECONCILE_INTERVAL_S = 1.0
 # How often providers are polled for offers and prices. Real clouds change spot prices at most
@@ -72,9 +75,6 @@ AGENT_OUTPUT_DRAIN_S = 2.0
 # at time_scale 60) at the 2 s replay poll: enough for mean up/down run lengths, and bounded
 # (288 bytes per offer).
 OFFER_SAMPLES_KEPT = 288
-# Launch + boot + agent install + restore of a new instance, in hours, as the v2 policy's
-# restart overhead: cloud GPU VMs take a few minutes before the job resumes.
-RESTART_OVERHEAD_H = 0.1
 # Budget webhook: a delivery run every few seconds (never inside the reconcile loop); each alert
 # gets one short POST per run; a failed one goes to the back of the queue with an exponential
 # backoff (so it never blocks the alerts behind it) and to a dead-letter list after

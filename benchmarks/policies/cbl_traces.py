@@ -39,7 +39,7 @@ from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import PriceSeries, load_trace
 from core.config import shared_data_dir
 from core.models import JobSpec
-from scheduler.simulator.engine import SimJob
+from scheduler.simulator.simulate import SimJob
 from scheduler.simulator.market import build_sim_market
 from scheduler.simulator.optimum import optimal_cost
 from scheduler.simulator.runner import Comparison, compare, summary_row

@@ -1,10 +1,10 @@
-"""Cost of one daemon decision per job with policy v2 (issue 6), without Redis: what a
+"""Cost of one daemon decision per job, without Redis: what a
 reconcile step adds per running job (migration review) and per pending job (placement).
 
     python3 -m benchmarks.policies.daemon_step [--offers 200] [--samples 288]
 
 Prints milliseconds per job for: building a market view (done once per pass per distinct
-eligibility row, cached), and the per-job part (eligibility row, job view, engine call).
+eligibility row, cached), and the per-job part (eligibility row, job view, decision call).
 Results: benchmarks/policies/RESULTS-daemon.md.
 """
 
@@ -18,9 +18,10 @@ import numpy as np
 
 from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
-from policies.engine import decide_placement, should_migrate
+from policies.decisions import decide_placement, should_migrate
 from policies.views import OfferTable
 from core.models import Job, Offer, Placement
+from core.units import RESTART_OVERHEAD_H
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 
@@ -59,7 +60,8 @@ def main() -> None:
     tb, mk = market_view(offers, eligible, samples, 1 / 60)
 
     def view():
-        return job_view([job], tb, now, restart_overhead_h=0.1, decision_interval_h=0.01,
+        return job_view([job], tb, now, restart_overhead_h=RESTART_OVERHEAD_H,
+                        decision_interval_h=0.01,
                         compute_h=[10.0], remaining_compute_h=[8.0], time_scale=1.0)
 
     jv = view()

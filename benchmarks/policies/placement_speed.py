@@ -2,7 +2,7 @@
 
 One decision = what the daemon's placement step does for all pending jobs at once: evaluate
 every job's constraints against every offer (:func:`policies.eligibility.eligible_matrix`),
-assemble the views, and run :func:`policies.engine.decide_placement`. The offer table
+assemble the views, and run :func:`policies.decisions.decide_placement`. The offer table
 (:meth:`OfferTable.from_offers`) is built once per offer poll, so it is timed separately.
 
 Synthetic but shaped like real catalogs: 10,000 offers over 3 providers, 12 regions, 36 zones,
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.policies.report import machine
 from policies.availability import always_available
 from policies.eligibility import eligible_matrix
-from policies.engine import decide_placement
+from policies.decisions import decide_placement
 from policies.views import AvailabilityStats, JobView, MarketView, OfferTable
 from core.models import JobSpec, Offer
 
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             f"- date: {meta['date']}, commit {meta['commit']}; load average before the run "
             f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (other work shared the 2 cores)\n"
             "- timed: constraints of every job against every offer (vectorised), views, and "
-            "`policies.engine.decide_placement` for all jobs at once; not timed: building the "
+            "`policies.decisions.decide_placement` for all jobs at once; not timed: building the "
             "offer table (once per offer poll, shown separately)\n\n"
             f"**{line}**\n\nAll runs (ms): {', '.join(f'{t * 1000:.0f}' for t in times)}\n")
     return 0

@@ -104,7 +104,7 @@ def simulate(
     if budget_usd is None:
         budget_usd = math.inf if spec.budget_usd is None else spec.budget_usd
     from providers.replay.market import MarketError
-    from scheduler.simulator.engine import SimJob
+    from scheduler.simulator.simulate import SimJob
     from scheduler.simulator.market import SimulationError
     try:
         job = SimJob(compute_hours, deadline_hours, restart_overhead_hours,

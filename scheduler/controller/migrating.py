@@ -1,5 +1,5 @@
 """Step for a running job the observation left unchanged: ask policy v2 whether moving pays
-(:func:`policies.engine.should_migrate`, with its hysteresis: minimum dwell after a start, no
+(:func:`policies.decisions.should_migrate`, with its hysteresis: minimum dwell after a start, no
 move back to the offer just left within the ping-pong cooldown).
 
 A move is a stop request saved on the job (the API answers the agent's next report with
@@ -11,7 +11,7 @@ any two is continued by the next pass.
 
 from __future__ import annotations
 
-from policies.engine import should_migrate
+from policies.decisions import should_migrate
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import job_inputs, snapshot

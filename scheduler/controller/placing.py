@@ -1,5 +1,5 @@
 """Step for pending and migrating jobs: choose an offer with policy v2
-(:func:`policies.engine.decide_placement`) and record the placement. A job that left its
+(:func:`policies.decisions.decide_placement`) and record the placement. A job that left its
 offer because the price rose above its ``max_price_usd_per_hour`` and finds no compliant offer
 waits ``pending``, with a reason naming the price and the limit.
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from policies import risk
 from policies.constraints import explain_no_fit
-from policies.engine import decide_placement
+from policies.decisions import decide_placement
 from policies.placement import on_demand_reference
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.budgets import stop_for_budget

@@ -26,6 +26,7 @@ from typing import Any
 from scheduler.checkpoints.checkpoints import list_checkpoints
 from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectStore
 from core.models import Job, utcnow
+from core.units import HOURS_PER_MONTH
 from scheduler.services import jobs as job_service
 from scheduler.store import Store
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 STORAGE_USD_PER_GB_MONTH = 0.023
 TRANSFER_USD_PER_GB = 0.09
 BYTES_PER_GB = 1e9
-HOURS_PER_MONTH = 730.0
 
 
 def _checkpoint_bytes(job: Job, objects: ObjectStore | None) -> dict[str, Any]:

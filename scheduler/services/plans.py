@@ -3,7 +3,7 @@ and where the daemon would place it now.
 
 The decision and the costs are the daemon's: the market is read and the policy inputs are
 built by :mod:`scheduler.controller.policy_inputs` (as a placement does), the offer is chosen
-by :func:`policies.engine.decide_placement` and every cost is the policy's risk-aware cost to
+by :func:`policies.decisions.decide_placement` and every cost is the policy's risk-aware cost to
 finish (:mod:`policies.risk`): with ``H`` compute hours, an offer's reclaim rate ``λ`` (from its
 interruption risk and the per-poll availability samples) and the hours a reclaim loses
 (restart overhead + half a checkpoint sync interval), the instance is billed
@@ -38,7 +38,7 @@ import numpy as np
 from policies import risk
 from policies.constraints import explain_no_fit
 from policies.eligibility import eligible_matrix
-from policies.engine import decide_placement
+from policies.decisions import decide_placement
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.context import ProviderRegistry
 from scheduler.controller.policy_inputs import JobInputs, MarketSnapshot, inputs_at, read_snapshot
@@ -200,7 +200,8 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     lam = risk.hazard_per_h(market.offer_stats, table.is_spot)
     inflation = risk.inflation(lam, risk.loss_per_reclaim_h(jobs)[0])
     launch_h = float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0])
-    finish = risk.expected_cost_to_finish(jobs, market)[0]
+    finish = risk.expected_cost_to_finish(jobs, market.price_usd_per_hour,
+                                          risk.effective_price(jobs, market))[0]
     rank = np.lexsort((np.array(table.keys, dtype=object).astype(str), table.interruption_risk,
                        table.is_spot))
     order = np.empty(len(table), int)

@@ -1,6 +1,6 @@
 """The omniscient optimum: the cheapest schedule knowing the whole future of the market.
 
-An exact dynamic program over the simulator's own model (:mod:`scheduler.simulator.engine`):
+An exact dynamic program over the simulator's own model (:mod:`scheduler.simulator.simulate`):
 at each tick a job runs one offer or nothing; a new instance owes the restart overhead before
 it progresses; a spot instance exists only while its offer is available; billing is per tick
 (the part used on the last). It is the lower bound of every policy's cost on the same run.

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from policies import baselines
-from policies.engine import DEFAULT_CONFIG, PolicyConfig, decide
-from scheduler.simulator.engine import Policy, SimJob, SimResult, simulate
+from policies.decisions import decide
+from scheduler.simulator.simulate import Policy, SimJob, SimResult, simulate
 from scheduler.simulator.market import SimMarket, SimulationError
 from scheduler.simulator.optimum import deadline_ticks, optimal_cost
 
@@ -26,11 +26,11 @@ UP_NO_CONDITION2 = "uniform-progress-no-condition2"
 """The authors' variant of uniform progress (``rc_cr_threshold_no_condition2`` in their code)."""
 
 
-def policy_registry(cfg: PolicyConfig = DEFAULT_CONFIG) -> dict[str, Policy]:
-    """Every policy the simulator knows, by name: ours (``arbiter``, the daemon's engine) and
+def policy_registry() -> dict[str, Policy]:
+    """Every policy the simulator knows, by name: ours (``arbiter``, the daemon's :func:`policies.decisions.decide`) and
     the baselines of :mod:`policies.baselines`."""
     return {
-        OURS: functools.partial(decide, cfg=cfg),
+        OURS: decide,
         "greedy": baselines.greedy,
         "uniform-progress": baselines.uniform_progress,
         UP_NO_CONDITION2: baselines.uniform_progress_no_condition2,
@@ -60,8 +60,7 @@ class Comparison:
 
 
 def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequence[str],
-            max_ticks: int, with_optimum: bool = True,
-            cfg: PolicyConfig = DEFAULT_CONFIG) -> Comparison:
+            max_ticks: int, with_optimum: bool = True) -> Comparison:
     """Simulate ``job`` under each named policy from each start tick.
 
     Args:
@@ -79,14 +78,13 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
         max_ticks: ticks simulated per run at most.
         with_optimum: also compute the omniscient optimum: finishing by the deadline, or
             within the ``max_ticks`` simulated when there is none or it is later (noted).
-        cfg: knobs of our policy.
 
     Raises:
         SimulationError: unknown policy name, a deadline shorter than one tick, as
             :func:`simulate`, or the optimum cannot be computed (as :func:`optimal_cost`;
             it is never left out silently).
     """
-    registry = policy_registry(cfg)
+    registry = policy_registry()
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise SimulationError(f"unknown policy {unknown[0]!r}; choose from {', '.join(registry)}")

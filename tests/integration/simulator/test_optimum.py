@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from policies.views import NO_OFFER, Decision, Reason
-from scheduler.simulator.engine import SimJob, simulate
+from scheduler.simulator.simulate import SimJob, simulate
 from scheduler.simulator.market import SimulationError
 from scheduler.simulator.optimum import optimal_cost
 from scheduler.simulator.runner import compare, policy_registry, summary_row

@@ -7,7 +7,7 @@ import pytest
 from policies.views import NO_OFFER
 from providers.replay.market import load_market
 from core.models import JobSpec
-from scheduler.simulator.engine import SimJob, simulate
+from scheduler.simulator.simulate import SimJob, simulate
 from scheduler.simulator.market import SimulationError, build_sim_market
 from scheduler.simulator.runner import policy_registry
 from tests.integration.simulator.conftest import markov_trace, write_market

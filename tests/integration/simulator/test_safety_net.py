@@ -7,8 +7,8 @@ import functools
 import numpy as np
 import pytest
 
-from policies.engine import PolicyConfig, decide
-from scheduler.simulator.engine import SimJob, simulate
+from policies.decisions import PolicyConfig, decide
+from scheduler.simulator.simulate import SimJob, simulate
 from tests.integration.simulator.conftest import markov_trace
 
 CASES = [  # (zones, compute h, deadline h, overhead h, checkpoint interval h, gap s)
@@ -29,6 +29,6 @@ def test_zero_misses(sim_market, zones, compute, dl, overhead, tau, gap):
     ticks = int(np.ceil(dl / market.tick_h)) + 1
     starts = rng.integers(0, n - ticks, 150)
     job = SimJob(compute, dl, overhead, checkpoint_interval_h=tau)
-    for cfg in (PolicyConfig(), PolicyConfig(reserve_factor=0.0, selective_flips=False)):
+    for cfg in (PolicyConfig(), PolicyConfig(reserve_factor=0.0)):
         r = simulate(functools.partial(decide, cfg=cfg), market, job, starts, max_ticks=ticks)
         assert r.met_deadline.all(), (cfg, np.flatnonzero(~r.met_deadline))

@@ -45,4 +45,4 @@ def test_trace_polarity_one_means_available(tmp_path):
 
 def test_risk_to_mean_uptime():
     assert risk_to_mean_up_h(0.0) == np.inf
-    assert risk_to_mean_up_h(1 - np.exp(-1)) == pytest.approx(720.0)
+    assert risk_to_mean_up_h(1 - np.exp(-1)) == pytest.approx(730.0)   # one month, in hours

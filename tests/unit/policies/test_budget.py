@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from policies.budget import budget_level, crossed, must_stop
-from policies.engine import decide
+from policies.decisions import decide
 from policies.views import NO_OFFER, JobView, Reason
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
 

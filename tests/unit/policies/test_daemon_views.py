@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from policies.daemon_views import job_view, market_view
-from policies.engine import decide_placement, should_migrate
+from policies.decisions import decide_placement, should_migrate
 from policies.views import NO_OFFER, NO_ZONE, Reason
 from core.models import Job, Placement, PlacementEnd
 from tests.factories.jobs import spec

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from policies import deadline
-from policies.engine import decide, decide_placement, should_migrate
+from policies.decisions import decide, decide_placement, should_migrate
 from policies.views import NO_OFFER, JobView, Reason
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from policies.deadline import flip_age_h
-from policies.engine import PolicyConfig, should_migrate
+from policies.decisions import PolicyConfig, should_migrate
 from policies.views import JobView, Reason
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
 
@@ -69,7 +69,6 @@ def test_selective_flips_wait_for_a_run_old_enough():
     assert not should_migrate(jobs, fresh).move[0]
     aged = market(models, mean_up_h=2.0, up_age_h=1.0)
     assert should_migrate(jobs, aged).target[0] == 1
-    assert should_migrate(jobs, fresh, PolicyConfig(selective_flips=False)).target[0] == 1
 
 
 def test_never_ping_pongs_under_oscillating_prices():

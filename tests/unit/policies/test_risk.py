@@ -1,10 +1,14 @@
 import numpy as np
 import pytest
 
-from policies.engine import decide_placement
+from policies.decisions import decide_placement
 from policies.risk import effective_price, expected_cost_to_finish, inflation
 from policies.views import JobView, Reason
 from tests.unit.policies.views_builder import SPOT, market, offers
+
+
+def _finish(jobs, mk):
+    return expected_cost_to_finish(jobs, mk.price_usd_per_hour, effective_price(jobs, mk))
 
 
 def test_inflation_by_hand():
@@ -21,7 +25,7 @@ def test_riskier_cheaper_spot_loses_to_safer_one():
     jobs = JobView.build(1, restart_overhead_h=0.2, remaining_compute_h=10.0)
     assert effective_price(jobs, mk)[0] == pytest.approx([1 / 0.6, 1.2 / 0.98])
     # to finish 10 h: a 16.67 + 0.2 launch, b 12.24 + 0.24 launch
-    assert expected_cost_to_finish(jobs, mk)[0] == pytest.approx([10 / 0.6 + 0.2, 12 / 0.98 + 0.24])
+    assert _finish(jobs, mk)[0] == pytest.approx([10 / 0.6 + 0.2, 12 / 0.98 + 0.24])
     decision = decide_placement(jobs, mk)
     assert decision.offer[0] == 1 and decision.reason[0] == Reason.SPOT
     assert min(models, key=lambda o: o.price_usd_per_hour).zone == "a"  # price alone: the risky one
@@ -40,4 +44,4 @@ def test_current_offer_pays_no_new_launch():
     models = offers(("a", SPOT, 1.0), ("b", SPOT, 1.0))
     mk = market(models, mean_up_h=1e12)
     jobs = JobView.build(1, restart_overhead_h=0.5, remaining_compute_h=2.0, current=0)
-    assert expected_cost_to_finish(jobs, mk)[0] == pytest.approx([2.0, 2.5])
+    assert _finish(jobs, mk)[0] == pytest.approx([2.0, 2.5])

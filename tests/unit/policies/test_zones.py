@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from policies.engine import PolicyConfig, decide_placement
+from policies.decisions import PolicyConfig, decide_placement
 from policies.views import NO_OFFER, JobView
 from policies.zones import zone_correlation
 from tests.unit.policies.views_builder import OD, SPOT, market, offers

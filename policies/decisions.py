@@ -1,4 +1,4 @@
-"""Policy engine v2: where each job should run during the next decision interval.
+"""Placement and migration decisions: where each job should run during the next decision interval.
 
 Two entry points, over the same plain data (:mod:`policies.views`), for the two moments the
 controller decides:
@@ -47,33 +47,29 @@ from policies.views import (
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Tunable knobs of the v2 policy. Defaults were chosen on traces held out of the benchmark
-    (``benchmarks/policies/TUNING.md``); ``same_zone_cooldown_h`` made no difference there and
-    is kept at 1 h for the "never the same zone right after a reclaim" rule.
-
-    - **reserve_factor**: scales the end-game slack reserve (:func:`deadline.reserve_h`).
-    - **on_demand_band_h**: an on-demand job is let go only when this many hours ahead.
-    - **migration_margin**: a move needs saving > (1 + margin) × move cost.
-    - **min_dwell_h**: no price-driven move sooner than this after an instance started.
-    - **pingpong_cooldown_h**: never move back to the offer just left within this.
-    - **same_zone_cooldown_h**: after a reclaim, no spot in that zone for this long while
-      another zone has spot; **same_zone_strict**: not even without an alternative.
-    - **correlation_window_h**: how long correlated zones' hazard stays raised after a reclaim.
-    - **stop_on_demand**: let an on-demand job stop and wait when it is ahead of schedule.
-    - **selective_flips**: with little slack, leave on-demand only for spot runs old enough to
-      be among the longest the slack can pay for (:func:`deadline.flip_age_h`).
+    """Tunable knobs of the policy. Defaults were chosen on traces held out of the benchmark
+    (``benchmarks/policies/TUNING.md``), which also showed that stopping an on-demand job
+    ahead of schedule and leaving on-demand for spot runs of any age both cost more: neither
+    is a knob. ``same_zone_cooldown_h`` made no difference there and is kept at 1 h for the
+    "never the same zone right after a reclaim" rule.
     """
 
+    # Scales the end-game slack reserve (:func:`deadline.reserve_h`).
     reserve_factor: float = 2.0
+    # An on-demand job is let go only when this many hours ahead.
     on_demand_band_h: float = 0.5
+    # A move needs saving > (1 + margin) × move cost.
     migration_margin: float = 0.5
+    # No price-driven move sooner than this after an instance started.
     min_dwell_h: float = 1.0
+    # Never move back to the offer just left within this.
     pingpong_cooldown_h: float = 6.0
+    # After a reclaim, no spot in that zone for this long while another zone has spot;
+    # ``same_zone_strict``: not even without an alternative.
     same_zone_cooldown_h: float = 1.0
     same_zone_strict: bool = False
+    # How long correlated zones' hazard stays raised after a reclaim.
     correlation_window_h: float = 6.0
-    stop_on_demand: bool = False
-    selective_flips: bool = True
 
 
 DEFAULT_CONFIG = PolicyConfig()
@@ -140,18 +136,8 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
                                                cfg.same_zone_strict)
     eff = _effective(jobs, market, _hazard(jobs, market, cfg))
     price = np.broadcast_to(market.price_usd_per_hour, (n, m))
-    remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
-                         jobs.remaining_compute_h)
+    finish = risk.expected_cost_to_finish(jobs, price, eff)
     running = jobs.current != NO_OFFER
-    launch_h = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
-    if running.any():
-        is_current = np.arange(m)[None, :] == jobs.current[:, None]
-        launch_h = np.where(is_current, jobs.overhead_left_h[:, None], launch_h)
-    with np.errstate(invalid="ignore"):
-        work = eff * remaining[:, None]
-    if (remaining <= 0).any():
-        work = np.where(remaining[:, None] > 0, work, 0.0)
-    finish = work + price * launch_h
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
@@ -283,8 +269,7 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     is_spot = ctx.market.offers.is_spot[None, :]
     eff_cur = risk.current_column(ctx.eff, jobs)
     price_cur = risk.current_column(ctx.price, jobs)
-    remaining = np.where(np.isnan(jobs.remaining_compute_h), risk.DEFAULT_RUNTIME_H,
-                         jobs.remaining_compute_h)[:, None]
+    remaining = risk.remaining_h(jobs)[:, None]
     lam = ctx.resid_up
     with np.errstate(invalid="ignore", divide="ignore"):
         useful = lam * lam / (lam + jobs.restart_overhead_h[:, None])
@@ -309,12 +294,12 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
     back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
     dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
     ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
-    if cfg.selective_flips:
-        stats = ctx.market.offer_stats
-        old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
-            jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)))
-        ok &= ~(ctx.on_od[:, None] & is_spot) | old_enough
-    return ok
+    # With little slack, leave on-demand only for spot runs old enough to be among the longest
+    # the slack can pay for (:func:`deadline.flip_age_h`).
+    stats = ctx.market.offer_stats
+    old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
+        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)))
+    return ok & (~(ctx.on_od[:, None] & is_spot) | old_enough)
 
 
 def _migrate(ctx: _Ctx) -> MigrationDecision:
@@ -338,11 +323,6 @@ def _migrate(ctx: _Ctx) -> MigrationDecision:
     _choose(target, reason, moving & ctx.on_od & _spot_at(best, is_spot), best,
             Reason.MIGRATE_TO_SPOT)
     _choose(target, reason, moving, best, Reason.MIGRATE_PRICE)
-    if cfg.stop_on_demand:
-        needed = deadline.on_demand_needed(jobs, market, ctx.on_od, cfg.reserve_factor,
-                                           cfg.on_demand_band_h)
-        ahead = timed & ctx.on_od & ~needed & ~market.pool_available & deadline.wait_safe(jobs)
-        _choose(target, reason, ahead, np.full(n, NO_OFFER), Reason.STOP_ON_DEMAND)
     _choose(target, reason, running, jobs.current, Reason.CONTINUE)
     _choose(target, reason, ~running, jobs.current, Reason.NOTHING_AVAILABLE)
     rows, cols = np.arange(n), np.maximum(target, 0)
@@ -368,8 +348,8 @@ def should_migrate(jobs: JobView, market: MarketView,
     Returns:
         A :class:`MigrationDecision`. A move happens when the deadline's safety net requires
         on-demand, or when the expected saving over the remaining runtime exceeds
-        ``(1 + migration_margin)`` × the move cost; an on-demand job ahead of schedule with no
-        spot around stops (``target`` :data:`NO_OFFER`); at 100 % budget the job stops.
+        ``(1 + migration_margin)`` × the move cost; at 100 % budget the job stops (``target``
+        :data:`NO_OFFER`).
         Pure, deterministic; ``O(n·m)``.
     """
     if len(market.offers) == 0:

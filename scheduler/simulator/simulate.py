@@ -228,7 +228,7 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
     """Run ``policy`` on ``market`` for ``n`` runs of ``job`` starting at the given ticks.
 
     Args:
-        policy: ``(JobView, MarketView) -> Decision`` (e.g. :func:`policies.engine.decide`).
+        policy: ``(JobView, MarketView) -> Decision`` (e.g. :func:`policies.decisions.decide`).
         market: from :func:`~scheduler.simulator.market.build_sim_market`; it must cover
             ``max(start_ticks) + max_ticks`` ticks.
         job: the job; ``deadline_h`` (``(n,)``, hours after each start) overrides its deadline.

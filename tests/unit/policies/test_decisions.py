@@ -1,6 +1,6 @@
 import numpy as np
 
-from policies.engine import decide, decide_placement
+from policies.decisions import decide, decide_placement
 from policies.views import NO_OFFER, JobView, Reason
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from policies import baselines
-from policies.engine import decide
+from policies.decisions import decide
 from policies.views import NO_OFFER, Decision, Reason
-from scheduler.simulator.engine import SimJob, simulate
+from scheduler.simulator.simulate import SimJob, simulate
 from scheduler.simulator.market import SimulationError
 
 TICK = 1 / 6
