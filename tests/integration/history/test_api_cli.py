@@ -1,5 +1,6 @@
-"""History, plans and cost reports through the real API app and the real CLI (the CLI in its
-no-daemon mode, reading the test Redis through ``REDIS_URL``)."""
+"""History, plans and cost reports through the real API app and the real CLI: against the API
+served on a real port, and without a daemon (``history import``/``retention`` and ``plan``
+read the test Redis through ``REDIS_URL``; the others refuse)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from scheduler.services.history_import import import_path
 from scheduler.store.agents import AgentTokens
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
+from tests.integration.cli.conftest import served  # noqa: F401  (the API on a real port)
 from tests.integration.history.conftest import DUMPS
 
 TOKEN = "user-token"
@@ -153,14 +155,16 @@ def test_cost_report(api, east, tmp_path):
 
 
 @pytest.fixture
-def env(monkeypatch, redis_server, tmp_path):
+def env(monkeypatch, redis_server, served, tmp_path):  # noqa: F811
+    """The CLI pointed at the served API (GA_HOME) and at the test Redis (REDIS_URL, for the
+    commands that read it themselves)."""
     monkeypatch.setenv("REDIS_URL", redis_server.url)
-    monkeypatch.setenv("GA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GA_HOME", str(served.home))
     monkeypatch.setenv("COLUMNS", "120")
     return tmp_path
 
 
-def test_cli_without_a_daemon(env, redis_client, data_dir):
+def test_cli(env, redis_client, data_dir):
     runner = CliRunner()
     run = lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
     imported = run("history", "import", str(data_dir / DUMPS / "us-east-1"))
@@ -186,6 +190,7 @@ def test_cli_without_a_daemon(env, redis_client, data_dir):
     spec_file.write_text(yaml.safe_dump(SPEC))
     plan = run("plan", str(spec_file), "--compute-hours", "10", "--lookback", "2019-12-01")
     assert plan.exit_code == 0 and "five best offers" in plan.output
+    assert "latest prices in history" in " ".join(plan.output.split())  # the daemon's plan
     spec_file.write_text(yaml.safe_dump({**SPEC, "expected_hours": 100, "budget_usd": 0.1}))
     plan = run("plan", str(spec_file), "--lookback", "2019-12-01")
     assert "100 compute hours (the spec's expected_hours)" in plan.output
@@ -195,3 +200,26 @@ def test_cli_without_a_daemon(env, redis_client, data_dir):
         " window" in again.output and "dropped" not in again.output
     report = json.loads(run("cost-report", "--format", "json").output)
     assert report["totals"]["jobs"] == 0
+
+
+def test_cli_without_a_daemon(monkeypatch, redis_server, redis_client, data_dir, tmp_path):
+    """History import and retention read Redis themselves, and plan plans by itself; every
+    other command needs the daemon and says how to start one."""
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    monkeypatch.setenv("GA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "120")
+    run = lambda *args: CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert run("history", "import", str(data_dir / DUMPS / "us-east-1")).exit_code == 0
+    assert run("history", "retention").output.startswith("raw price changes:")
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text(yaml.safe_dump(SPEC))
+    plan = run("plan", str(spec_file), "--compute-hours", "10", "--lookback", "2019-12-01",
+               "--format", "json")
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.output)["offers_source"].startswith("listed now by the configured")
+    for command in (["history", "--gpu", "V100"], ["offers", "--at", "2020-03-10T12:00Z"],
+                    ["cost-report"]):
+        refused = run(*command)
+        assert refused.exit_code == 2, command
+        assert "no daemon has run with GA_HOME" in refused.output and "schedctl daemon" in \
+            refused.output

@@ -18,6 +18,7 @@ from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import history as history_service
 from scheduler.services.history_import import import_path
+from tests.integration.cli.conftest import served  # noqa: F401  (the API on a real port)
 from tests.integration.history.conftest import DUMPS
 from tests.integration.history.test_import_real import (
     _ms,
@@ -125,9 +126,9 @@ def test_real_dumps_and_a_running_replay_market_stay_apart(store, data_dir, file
 
 
 @pytest.fixture
-def env(monkeypatch, redis_server, tmp_path):
-    monkeypatch.setenv("REDIS_URL", redis_server.url)
-    monkeypatch.setenv("GA_HOME", str(tmp_path / "home"))
+def env(monkeypatch, served):  # noqa: F811
+    """The CLI pointed at the API served over the test Redis."""
+    monkeypatch.setenv("GA_HOME", str(served.home))
     monkeypatch.setenv("COLUMNS", "160")
 
 
