@@ -31,14 +31,14 @@ from core.config import home_dir
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
-from scheduler.notify.budget_webhook import WebhookDeliverer
+from scheduler.notify.budget_webhook import DELIVERY_LEASE, WebhookDeliverer
 from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
+from scheduler.daemon_config import load_budget_config
 from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,
     default_entries,
-    load_budget_config,
     provider_names,
 )
 from scheduler.replicas import (
@@ -52,9 +52,11 @@ from scheduler.store import Store, keys
 from scheduler.store.agents import AgentTokens
 from scheduler.store.connection import EmbeddedRedis, connect
 from scheduler.store.leases import LeasedTask, Leases
-from scheduler.store.spend import BudgetSettings, SpendStore
+from scheduler.store.budgets import BudgetSettings
 from scheduler.timing import (
+    AGENT_LOST_AFTER_S,
     BUDGET_WEBHOOK_INTERVAL_S,
+    BUDGET_WEBHOOK_LEASE_S,
     EMBEDDED_REDIS_CHECK_S,
     OFFER_POLL_S,
     ORPHAN_SWEEP_LEASE_S,
@@ -90,6 +92,9 @@ class DaemonSettings:
       the bind address, right for the replayed market's local instances only.
     - **config_file**: the config file read (its ``budgets`` and ``budget_webhook``); default
       ``GA_HOME/config.yaml`` when it exists.
+    - **agent_lost_after_s**: an agent silent this many seconds is presumed lost
+      (``GA_AGENT_LOST_AFTER_S``; default :data:`~scheduler.timing.AGENT_LOST_AFTER_S`).
+      Raises ``ValueError`` when the variable is not a number.
     """
 
     home: Path = field(default_factory=home_dir)
@@ -102,6 +107,8 @@ class DaemonSettings:
     owner: str | None = field(default_factory=lambda: os.environ.get("GA_OWNER") or None)
     advertise_url: str | None = field(default_factory=lambda: os.environ.get("GA_ADVERTISE_URL"))
     config_file: Path | None = None
+    agent_lost_after_s: float = field(default_factory=lambda: float(
+        os.environ.get("GA_AGENT_LOST_AFTER_S") or AGENT_LOST_AFTER_S))
 
 
 def _pick_port(host: str, preferred: int) -> int:
@@ -154,13 +161,7 @@ class Daemon:
         home = settings.home
         home.mkdir(parents=True, exist_ok=True)
         self._lock = _lock_home(home)
-        try:
-            self.providers = ProviderRegistry(
-                build_providers(settings.providers, settings.config_dir, home))
-        except ValueError as exc:
-            if isinstance(exc, ProviderConfigError):
-                raise
-            raise ProviderConfigError(str(exc)) from None
+        adapters = _configured_providers(settings).adapters()
         self.redis = connect(settings.redis_url, home)
         # Leases are held in the name of this home's replica identity, the same for every
         # process on the home: a restart takes over what its dead process held (below).
@@ -168,7 +169,7 @@ class Daemon:
                              leases=Leases(self.redis, replica=home_replica_id(home)))
         self.store.agents.drop_legacy_instance_records()
         # Failed provider calls are counted in Redis for /metrics (the same on every replica).
-        self.providers = ProviderRegistry(counted(self.providers.adapters(), self.redis))
+        self.providers = ProviderRegistry(counted(adapters, self.redis))
         # Several replicas on one Redis must use one owner id, one checkpoint store and the
         # same secrets (checked below, against the live replicas).
         store_url = shared_store_url(self.redis, settings.store_url,
@@ -186,34 +187,41 @@ class Daemon:
         self.replicas = ReplicaRegistry(self.redis, self.store.leases.member, self.api_url,
                                         self.api_token, agent_secret)
         self.replicas.join()
-        # We hold daemon.lock, so an earlier process of this replica is gone: its leases are
-        # ours at once (under new fences) instead of after their TTLs.
-        forgotten = self.store.offers.forget_providers_except(
-            name for adapter in self.providers.adapters() for name in provider_names(adapter))
-        if forgotten:
-            log.info("latest offers of providers no longer configured dropped (their price "
-                     "history is kept): %s", ", ".join(forgotten))
-        taken = self.store.leases.take_over_previous()
-        if taken:
-            log.info("took over %d lease(s) of this replica's previous process", taken)
-        failover = failover_warning(self.replicas.live(), self.replicas.replica_id,
-                                    self.api_url, settings.advertise_url)
-        if failover:
-            log.warning(failover)
+        self._take_over()
         bootstrap = AgentBootstrap(
             api_url=settings.advertise_url or self.api_url, store_url=store_url, tokens=tokens,
             store_env={k: os.environ[k] for k in _STORE_ENV if k in os.environ},
         )
+        # One context for the reconcile loop and the orphan sweep: observing returns a new
+        # observation and leaves the context as it is.
         self.ctx = Context(store=self.store, providers=self.providers, bootstrap=bootstrap,
-                           owner=owner)
-        self.sweep_ctx = Context(store=self.store, providers=self.providers,
-                                 bootstrap=bootstrap, owner=owner)
+                           owner=owner, agent_lost_after_s=settings.agent_lost_after_s)
         self.app = create_app(self.store, self.objects, tokens, self.api_token)
         # POST /v1/plans decides as placements do: it needs which offers are launchable.
         self.app.state.providers = self.providers
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self._server: uvicorn.Server | None = None
+        self._webhook: WebhookDeliverer | None = None
         self._stopped = threading.Event()
+
+    def _take_over(self) -> None:
+        """What a starting replica takes from before: drop the latest offers of providers no
+        longer configured, take the leases of this replica's previous process, and warn when
+        agents could not fail over to this replica."""
+        forgotten = self.store.offers.forget_providers_except(
+            name for adapter in self.providers.adapters() for name in provider_names(adapter))
+        if forgotten:
+            log.info("latest offers of providers no longer configured dropped (their price "
+                     "history is kept): %s", ", ".join(forgotten))
+        # We hold daemon.lock, so an earlier process of this replica is gone: its leases are
+        # ours at once (under new fences) instead of after their TTLs.
+        taken = self.store.leases.take_over_previous()
+        if taken:
+            log.info("took over %d lease(s) of this replica's previous process", taken)
+        failover = failover_warning(self.replicas.live(), self.replicas.replica_id,
+                                    self.api_url, self.settings.advertise_url)
+        if failover:
+            log.warning(failover)
 
     def _register_jobs(self) -> None:
         """Every periodic job in one place (max_instances=1: a slow run is skipped, not stacked)."""
@@ -233,24 +241,30 @@ class Daemon:
                                seconds=RECONCILE_INTERVAL_S, max_instances=1, coalesce=True,
                                id="reconcile")
         self.scheduler.add_job(LeasedTask(self.store.leases, keys.ORPHAN_SWEEP_LEASE,
-                                          ORPHAN_SWEEP_LEASE_S, sweep_orphans, self.sweep_ctx),
+                                          ORPHAN_SWEEP_LEASE_S, sweep_orphans, self.ctx),
                                "interval", seconds=ORPHAN_SWEEP_S, max_instances=1,
                                coalesce=True, id="orphans")
         self.scheduler.add_job(self._replica_heartbeat, "interval", seconds=REPLICA_HEARTBEAT_S,
                                max_instances=1, coalesce=True, id="replica-heartbeat")
-        # Budgets (per-user limits, webhook) are shared with every replica through Redis.
-        budgets = load_budget_config(self.settings.config_file or self.settings.home / "config.yaml")
-        SpendStore(self.redis).publish_settings(BudgetSettings(
-            users=budgets.budgets, webhook=budgets.budget_webhook is not None))
-        if budgets.budget_webhook:
-            self._webhook = WebhookDeliverer(self.redis, budgets.budget_webhook)
-            self.scheduler.add_job(self._webhook,
-                                   "interval", seconds=BUDGET_WEBHOOK_INTERVAL_S,
-                                   max_instances=1, coalesce=True, id="budget-webhook")
+        self._register_budgets()
         if self.settings.redis_url is None:
             self.scheduler.add_job(self._keep_embedded_redis, "interval",
                                    seconds=EMBEDDED_REDIS_CHECK_S, max_instances=1,
                                    coalesce=True, id="embedded-redis")
+
+    def _register_budgets(self) -> None:
+        """Publish the config's budgets (per-user limits, webhook) to every replica through
+        Redis, and deliver webhook alerts from one replica at a time."""
+        settings = self.settings
+        budgets = load_budget_config(settings.config_file or settings.home / "config.yaml")
+        self.store.spend.publish_settings(BudgetSettings(
+            users=budgets.budgets, webhook=budgets.budget_webhook is not None))
+        if budgets.budget_webhook:
+            self._webhook = WebhookDeliverer(self.store.budget_outbox, budgets.budget_webhook)
+            self.scheduler.add_job(LeasedTask(self.store.leases, DELIVERY_LEASE,
+                                              BUDGET_WEBHOOK_LEASE_S, self._webhook),
+                                   "interval", seconds=BUDGET_WEBHOOK_INTERVAL_S,
+                                   max_instances=1, coalesce=True, id="budget-webhook")
 
     def _replica_heartbeat(self) -> None:
         try:
@@ -283,7 +297,7 @@ class Daemon:
             time.sleep(0.05)
         if not self._server.started:
             raise RuntimeError(f"API did not start on {self.api_url}")
-        self.ctx.listening_since = self.sweep_ctx.listening_since = datetime.now(UTC)
+        self.ctx.listening_since = datetime.now(UTC)
         self._register_jobs()
         self.scheduler.start()
         info = {"api_url": self.api_url, "port": self.port, "pid": os.getpid(),
@@ -303,7 +317,7 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop pollers, the loop and the API. Instances and their agents keep running; the
         embedded Redis stops (its AOF is on disk) and is restarted by the next daemon."""
-        if getattr(self, "_webhook", None) is not None:
+        if self._webhook is not None:
             self._webhook.stop()  # a delivery run under way starts no new POST
         self.scheduler.shutdown(wait=True)
         # Other replicas take our jobs and pollers over at once rather than after the TTLs.
@@ -322,6 +336,18 @@ class Daemon:
         if self.settings.redis_url is None:
             EmbeddedRedis(self.settings.home / "redis").stop()
         log.info("gpu-arbiter daemon stopped")
+
+
+def _configured_providers(settings: DaemonSettings) -> ProviderRegistry:
+    """The adapters of ``settings.providers``. Raises ``ProviderConfigError`` for a bad
+    entry, or two adapters serving one provider name."""
+    try:
+        return ProviderRegistry(build_providers(settings.providers, settings.config_dir,
+                                                settings.home))
+    except ValueError as exc:
+        if isinstance(exc, ProviderConfigError):
+            raise
+        raise ProviderConfigError(str(exc)) from None
 
 
 def _stop_idle_replay_cloud(adapter) -> None:

@@ -3,8 +3,6 @@
 Units are in the names. Replayed markets compress market time, not these wall-clock timings.
 """
 
-import os
-
 # The policy's restart overhead has its one definition, and its reason, with the units.
 from core.units import RESTART_OVERHEAD_H  # noqa: F401  (the controller reads it here)
 
@@ -19,10 +17,11 @@ REPLAY_OFFER_POLL_S = 2.0
 UNAVAILABLE_OFFER_TTL_S = 180
 # Agent heartbeats every AGENT_HEARTBEAT_S; an agent silent for AGENT_LOST_AFTER_S is presumed
 # lost, whether or not its provider still lists the instance running (a frozen agent): the
-# instance is terminated and the job resumes from its latest committed checkpoint.
+# instance is terminated and the job resumes from its latest committed checkpoint. The default
+# of the daemon's setting (scheduler.daemon.DaemonSettings.agent_lost_after_s), which
+# GA_AGENT_LOST_AFTER_S overrides (tests make an agent "lost" in seconds, not a minute).
 AGENT_HEARTBEAT_S = 2.0
-# GA_AGENT_LOST_AFTER_S overrides it (tests make an agent "lost" in seconds, not a minute).
-AGENT_LOST_AFTER_S = float(os.environ.get("GA_AGENT_LOST_AFTER_S") or 60.0)
+AGENT_LOST_AFTER_S = 60.0
 # Clouds list a new instance with some delay (ECS in particular): one not listed yet this soon
 # after its launch is not taken for gone.
 INSTANCE_LISTING_GRACE_S = 60.0

@@ -27,8 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route, compile_path
 
 from core.models.errors import brief, json_safe
+from scheduler.budgets import BudgetExhausted
 from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectNotFound
-from scheduler.services.jobs import BudgetExhausted
 from scheduler.services.jobs import JobNotFound, SpecError
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ next pass (at-least-once) rather than losing it.
 
 from __future__ import annotations
 
-from policies.budget import THRESHOLDS, BudgetAlert, budget_level
+from policies.budget import BudgetAlert
+from scheduler.budgets import alert_payload, alert_tag, reached
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import snapshot
-from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import finish, save
 from core.models import (
     Job,
@@ -22,39 +22,22 @@ from core.models import (
     StopKind,
     StopRequest,
 )
-from scheduler.notify.budget_webhook import BudgetOutbox
-from scheduler.store.spend import SpendStore
 from scheduler.timing import LEDGER_REFRESH_S
 
 
-def _tag(alert: BudgetAlert) -> str:
-    return f"{alert.scope}:{round(alert.threshold * 100)}"
-
-
-# Ledger writes per job id, for owners without a limit.
-_ledger_writes = Throttle()
-
-
 def _alerts(ctx: Context, job: Job) -> list[BudgetAlert]:
-    """Every threshold reached (of the job's and the owner's limits), raised or not."""
-    spent = job.cost_usd(ctx.clock())
-    limits = []
-    if job.spec.budget_usd is not None:
-        limits.append(("job", spent, job.spec.budget_usd))
-    user_limit = snapshot(ctx).budgets.users.get(job.spec.owner)
-    spend = SpendStore(ctx.store.redis)
-    if spent > 0 and (user_limit is not None or _ledger_writes.due(job.id, ctx.clock().timestamp(), LEDGER_REFRESH_S)):
-        # Owners without a limit get their ledger refreshed once a minute per job, not every
-        # pass: that write was most of a pass's Redis time with 1,000 running jobs. A limit
-        # set later sees their spend at most a minute stale.
-        spend.record(job.spec.owner, job.id, spent)
-    if user_limit is not None:
-        limits.append(("user", spend.owner_total(job.spec.owner), user_limit))
-    out = []
-    for scope, used, limit in limits:
-        level = float(budget_level(used, limit))
-        out += [BudgetAlert(0, scope, t, used, limit) for t in THRESHOLDS if t <= level]
-    return out
+    """Every threshold reached (of the job's and the owner's limits), raised or not, after
+    recording the job's spend in its owner's ledger."""
+    now = ctx.clock()
+    spent = job.cost_usd(now)
+    settings = snapshot(ctx).budgets
+    # Owners without a limit get their ledger refreshed once a minute per job, not every
+    # pass: that write was most of a pass's Redis time with 1,000 running jobs. A limit set
+    # later sees their spend at most a minute stale.
+    if spent > 0 and (job.spec.owner in settings.users or ctx.state.ledger_writes.due(
+            job.id, now.timestamp(), LEDGER_REFRESH_S)):
+        ctx.store.spend.record(job.spec.owner, job.id, spent)
+    return reached(ctx.store, settings, job, spent)
 
 
 def _ever_ran(job: Job) -> bool:
@@ -66,19 +49,15 @@ def check_budget(ctx: Context, job: Job) -> Job | None:
     """Take the budget step for ``job`` if one is due; ``None`` when nothing changed."""
     if job.cancel_requested or job.state.is_terminal():
         return None
-    reached = _alerts(ctx, job)
+    alerts = _alerts(ctx, job)
     ran = _ever_ran(job)
-    new = [a for a in reached if _tag(a) not in job.budget_alerts]
-    exhausted = [a for a in reached if a.threshold >= 1.0]
+    new = [a for a in alerts if alert_tag(a) not in job.budget_alerts]
+    exhausted = [a for a in alerts if a.threshold >= 1.0]
     if new and snapshot(ctx).budgets.webhook:
-        outbox = BudgetOutbox(ctx.store.redis)
         for alert in new:
-            outbox.push({"job_id": job.id, "owner": job.spec.owner, "scope": alert.scope,
-                         "threshold": alert.threshold, "spent_usd": round(alert.spent_usd, 6),
-                         "budget_usd": alert.limit_usd, "at": ctx.clock().isoformat(),
-                         "message": alert.message(ran)})
+            ctx.store.budget_outbox.push(alert_payload(job, alert, ran, ctx.clock()))
     for alert in new:
-        job.budget_alerts.append(_tag(alert))
+        job.budget_alerts.append(alert_tag(alert))
         job.events.append(JobEvent(at=ctx.clock(), state=job.state, message=alert.message(ran),
                                    kind="budget"))
     if exhausted:

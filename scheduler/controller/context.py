@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from providers.base import Provider
 from providers.errors import ProviderError
 from core.models import TAG_OWNER, Instance, Job, utcnow
 from core.models.agents import AgentReport
+from scheduler.controller.state import ControllerState
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from scheduler.timing import AGENT_LOST_AFTER_S
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +104,34 @@ class Observed:
 
 @dataclass
 class Context:
+    """What every step is given: the store, the providers, how agents bootstrap, the
+    ownership tag value, the clock, and this pass's observation.
+
+    - **observed**: the instances and agent reports of the current pass (empty until
+      :meth:`for_pass`; a pass's copies share it).
+    - **state**: the controller's in-process memories (:class:`ControllerState`), shared by
+      every copy of this context.
+    - **agent_lost_after_s**: an agent silent this long (wall seconds) is presumed lost
+      (the daemon's setting, ``GA_AGENT_LOST_AFTER_S``).
+    - **listening_since**: when agents could first reach this process's API (``None``:
+      always could). An agent's silence before it is this daemon's outage, not the agent's:
+      liveness counts from here.
+    """
+
     store: Store
     providers: ProviderRegistry
     bootstrap: AgentBootstrap
     owner: str
     clock: Callable[[], datetime] = utcnow
     observed: Observed = field(default_factory=Observed)
-    # When agents could first reach this process's API (None: always could). An agent's
-    # silence before it is this daemon's outage, not the agent's: liveness counts from here.
+    state: ControllerState = field(default_factory=ControllerState)
+    agent_lost_after_s: float = AGENT_LOST_AFTER_S
     listening_since: datetime | None = None
 
     def observe(self) -> Observed:
-        """Describe every instance we own, per adapter. An adapter that fails is remembered so
-        that no step concludes "instance gone" from a failed describe."""
+        """Describe every instance we own, per adapter, into a new :class:`Observed` (this
+        context is left as it is). An adapter that fails is remembered so that no step
+        concludes "instance gone" from a failed describe."""
         observed = Observed()
         for adapter in self.providers.adapters():
             try:
@@ -124,5 +141,9 @@ class Context:
                 log.warning("describe failed for %s: %s", adapter.name, exc)
                 observed.failed_providers.update(
                     getattr(adapter, "provider_names", None) or {adapter.name})
-        self.observed = observed
         return observed
+
+    def for_pass(self) -> Context:
+        """A copy of this context for one reconcile pass: the instances observed now, the
+        same store, providers and state."""
+        return replace(self, observed=self.observe())

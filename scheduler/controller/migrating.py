@@ -15,19 +15,12 @@ from policies.decisions import should_migrate
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import job_inputs, snapshot
-from scheduler.controller.throttle import Throttle
 from scheduler.controller.transitions import save
 from core.models import Job, JobState, StopKind, StopRequest
 from scheduler.timing import MOVE_REVIEW_MIN_S
 
 # Reasons of should_migrate that move the job to another offer now.
 _MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
-
-# Reviews per (job id, placement decided-at). Prices change only at offer polls, and a move
-# takes minutes (checkpoint, relaunch, restore), so one review per placement per poll interval,
-# and at most every MOVE_REVIEW_MIN_S, is enough; this keeps a pass over many running jobs cheap
-# (a review is ~1-3 ms of CPU).
-_reviews = Throttle()
 
 
 def consider_move(ctx: Context, job: Job) -> Job | None:
@@ -37,8 +30,12 @@ def consider_move(ctx: Context, job: Job) -> Job | None:
             or placement is None or placement.instance_id is None:
         return None
     snap = snapshot(ctx)
-    if not _reviews.due((job.id, placement.decided_at.timestamp()), ctx.clock().timestamp(),
-                max(snap.poll_s, MOVE_REVIEW_MIN_S)):
+    # Prices change only at offer polls, and a move takes minutes (checkpoint, relaunch,
+    # restore), so one review per placement per poll interval, and at most every
+    # MOVE_REVIEW_MIN_S, is enough; this keeps a pass over many running jobs cheap (a review is
+    # ~1-3 ms of CPU).
+    if not ctx.state.reviews.due((job.id, placement.decided_at.timestamp()),
+                                 ctx.clock().timestamp(), max(snap.poll_s, MOVE_REVIEW_MIN_S)):
         return None
     inputs = job_inputs(ctx, snap, job)
     if int(inputs.jobs.current[0]) == NO_OFFER:

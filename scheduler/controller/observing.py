@@ -26,7 +26,6 @@ from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
 from core.models.agents import AgentPhase, AgentReport
 from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from scheduler.timing import (
-    AGENT_LOST_AFTER_S,
     AGENT_START_TIMEOUT_S,
     CHECKPOINT_SYNC_TIMEOUT_S,
     INSTANCE_LISTING_GRACE_S,
@@ -82,8 +81,10 @@ def observe(ctx: Context, job: Job) -> Job | None:
         if (ctx.clock() - started).total_seconds() > timeout_s:
             return _lost(ctx, job, f"agent never reported within {timeout_s:.0f} s",
                          PlacementEnd.LOST)
-    elif (ctx.clock() - _silent_since(ctx, _heard_at(report))).total_seconds() > AGENT_LOST_AFTER_S:
-        return _lost(ctx, job, f"agent silent for over {AGENT_LOST_AFTER_S:.0f} s", PlacementEnd.LOST)
+    elif (ctx.clock() - _silent_since(ctx, _heard_at(report))).total_seconds() > \
+            ctx.agent_lost_after_s:
+        return _lost(ctx, job, f"agent silent for over {ctx.agent_lost_after_s:.0f} s",
+                     PlacementEnd.LOST)
     elif job.state is JobState.PROVISIONING and report.phase in (AgentPhase.RESTORING, AgentPhase.RUNNING):
         if report.phase is AgentPhase.RUNNING:
             restored = f", resumed from checkpoint {report.restored_from}" if report.restored_from else ""
@@ -106,14 +107,15 @@ def _heard_at(report: AgentReport):
 
 def _silent_since(ctx: Context, last: datetime) -> datetime:
     """Silence is counted from ``last`` or from when this daemon's API began listening, the
-    later: after a daemon outage agents get a full AGENT_LOST_AFTER_S to report again."""
+    later: after a daemon outage agents get a full ``ctx.agent_lost_after_s`` to report
+    again."""
     return max(last, ctx.listening_since) if ctx.listening_since else last
 
 
 def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
     last = _heard_at(report) if report else started
     return last is None or \
-        (ctx.clock() - _silent_since(ctx, last)).total_seconds() > AGENT_LOST_AFTER_S
+        (ctx.clock() - _silent_since(ctx, last)).total_seconds() > ctx.agent_lost_after_s
 
 
 def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:

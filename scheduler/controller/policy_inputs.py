@@ -3,10 +3,11 @@ availability samples, and one job's view (:mod:`policies.daemon_views`).
 
 The controller and ``schedctl plan`` (:mod:`scheduler.services.plans`) both build their inputs
 here (:func:`read_snapshot`, :func:`inputs_at`), so a plan shows the decision a placement takes.
-The market part is read once per reconcile pass (cached while ``ctx.observed`` is the pass's
-observation, and for at most :data:`~scheduler.timing.RECONCILE_INTERVAL_S`), the job part per
-job. Every hour handed to the policy is a market hour: wall durations are multiplied by the
-market's ``time_scale`` (1 on real clouds), like costs and ``expected_hours``.
+The market part is read once per reconcile pass (kept in the controller's state while
+``ctx.observed`` is the pass's observation, and for at most
+:data:`~scheduler.timing.RECONCILE_INTERVAL_S`), the job part per job. Every hour handed to the
+policy is a market hour: wall durations are multiplied by the market's ``time_scale`` (1 on
+real clouds), like costs and ``expected_hours``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import numpy as np
 from policies.daemon_views import job_view, market_view
 from policies.eligibility import eligible_matrix
 from policies.views import JobView, MarketView, OfferTable
-from scheduler.controller.context import Context, Observed, ProviderRegistry
+from scheduler.budgets import owner_spent
+from scheduler.controller.context import Context, ProviderRegistry
 from core.models import Job, Offer, PlacementEnd
 from scheduler.store import Store
-from scheduler.store.spend import BudgetSettings, SpendStore
+from scheduler.store.budgets import BudgetSettings
 from scheduler.timing import (
     OFFER_POLL_S,
     LEFT_OFFER_COOLDOWN_H,
@@ -47,7 +49,8 @@ class MarketSnapshot:
     - **poll_s**: wall seconds between offer polls (prices change no more often).
 
     Market views are cached per distinct eligibility row: jobs with the same constraints share
-    one (building a view from 288 samples per offer is the costly part).
+    one (building a view from 288 samples per offer is the costly part); offers are indexed
+    by series on first use (:meth:`listed`).
     """
 
     offers: list[Offer]
@@ -60,6 +63,7 @@ class MarketSnapshot:
     budgets: BudgetSettings
     poll_s: float = OFFER_POLL_S
     views: dict[bytes, tuple[OfferTable, MarketView]] = field(default_factory=dict)
+    by_series: dict[str, Offer] = field(default_factory=dict)
 
     def market(self, eligible: np.ndarray) -> tuple[OfferTable, MarketView]:
         """:func:`market_view` for one job's ``(1, m)`` eligibility, cached."""
@@ -67,6 +71,13 @@ class MarketSnapshot:
         if key not in self.views:
             self.views[key] = market_view(self.offers, eligible, self.samples, self.gap_h)
         return self.views[key]
+
+    def listed(self, series: str) -> Offer | None:
+        """The offer of ``series`` (:meth:`~core.models.OfferKey.series`) in this snapshot,
+        or ``None`` when it is not listed."""
+        if self.offers and not self.by_series:
+            self.by_series.update((o.key.series(), o) for o in self.offers)
+        return self.by_series.get(series)
 
 
 @dataclass(frozen=True)
@@ -103,18 +114,16 @@ def sample_matrix(rings: list[str | None]) -> np.ndarray | None:
     return np.array([[c == "1" for c in row] for row in rows], dtype=bool).reshape(len(rows), width)
 
 
-# One entry: the snapshot of the last pass, keyed by that pass's observation object (the
-# per-job contexts of a pass are copies sharing it).
-_last: list[tuple[Observed, float, MarketSnapshot]] = []
-
-
 def snapshot(ctx: Context) -> MarketSnapshot:
-    """The pass's :class:`MarketSnapshot` (read from Redis once per pass)."""
-    hit = _last[0] if _last else None
-    if hit is not None and hit[0] is ctx.observed and time.monotonic() - hit[1] < RECONCILE_INTERVAL_S:
+    """The pass's :class:`MarketSnapshot`, read from Redis once per pass: kept in
+    ``ctx.state`` with the pass's observation (the per-job contexts of a pass are copies
+    sharing it) and for at most RECONCILE_INTERVAL_S."""
+    hit = ctx.state.market
+    if hit is not None and hit[0] is ctx.observed \
+            and time.monotonic() - hit[1] < RECONCILE_INTERVAL_S:
         return hit[2]
     snap = read_snapshot(ctx.store, ctx.providers)
-    _last[:] = [(ctx.observed, time.monotonic(), snap)]
+    ctx.state.market = (ctx.observed, time.monotonic(), snap)
     return snap
 
 
@@ -137,7 +146,7 @@ def read_snapshot(store: Store, providers: ProviderRegistry | None,
         unavailable=np.array([o.key in gone for o in offers], dtype=bool),
         samples=sample_matrix(store.offers.samples([o.key.series() for o in offers])),
         gap_h=poll_s * scale / 3600.0, time_scale=scale,
-        budgets=SpendStore(store.redis).settings(), poll_s=poll_s,
+        budgets=store.spend.settings(), poll_s=poll_s,
     )
 
 
@@ -175,7 +184,7 @@ def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> Jo
         eligible[0, left] = False
     table, market = snap.market(eligible)
     user_limit = snap.budgets.users.get(job.spec.owner)
-    user_spent = SpendStore(store.redis).owner_total(job.spec.owner) if user_limit else 0.0
+    user_spent = owner_spent(store, snap.budgets, job.spec.owner)
     placement = job.placement
     age_h = 0.0
     if placement is not None and placement.instance_id is not None:

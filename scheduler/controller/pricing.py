@@ -31,7 +31,8 @@ its agent runs.
 
 Idempotent: a change already recorded is not appended again (changes arrive in order and only
 a different price is a change), and a stop request is made once per attempt. The in-process
-memories (catch-up throttle, prices seen once without history) only delay a record when lost.
+memories (catch-up and settle gates, prices seen once without history: ``ctx.state``,
+:class:`~scheduler.controller.state.ControllerState`) only delay a record when lost.
 """
 
 from __future__ import annotations
@@ -40,29 +41,19 @@ from datetime import datetime
 
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import MarketSnapshot, snapshot
-from scheduler.controller.throttle import Spread
+from scheduler.controller.state import UNMATCHED_MAX
 from core.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
 from scheduler.poller.offers import history_source
 from scheduler.store.history_sources import REAL
 from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S, REPLAY_OFFER_POLL_S
 
-_catch_ups = Spread()  # spread: 1,000 jobs catch up over the interval, not in one pass
-_settles = Spread()
 # Offer polls after a placement's end during which its bill is completed from price history.
 SETTLE_POLLS = 3
-# (job id, attempt) → (price, wall time) of a latest-offers price history did not hold yet.
-_unmatched: dict[tuple[str, int], tuple[float, datetime]] = {}
-_UNMATCHED_MAX = 100_000
-
-# The latest offers by series, per snapshot (a pass shares one snapshot).
-_index: list[tuple[MarketSnapshot, dict[str, Offer]]] = []
 
 
 def listed_offer(snap: MarketSnapshot, placement: Placement) -> Offer | None:
     """The held offer as the latest poll lists it, or ``None`` when it is not listed."""
-    if not _index or _index[0][0] is not snap:
-        _index[:] = [(snap, {o.key.series(): o for o in snap.offers})]
-    return _index[0][1].get(placement.offer.key.series())
+    return snap.listed(placement.offer.key.series())
 
 
 def _source(ctx: Context, placement: Placement) -> str:
@@ -123,22 +114,24 @@ def _record_prices(ctx: Context, job: Job, placement: Placement, listed: Offer |
     listed_price = listed.price_usd_per_hour if listed is not None else None
     new = listed_price is not None and listed_price != placement.price_usd_per_hour()
     urgent = new and over_max(job, listed_price) is not None
-    if not urgent and not _catch_ups.due(key, now.timestamp(), every_s):
+    # Spread: 1,000 jobs catch up over the interval, not all in one pass.
+    if not urgent and not ctx.state.catch_ups.due(key, now.timestamp(), every_s):
         return False
     changed = catch_up(ctx, placement, now)
+    unmatched = ctx.state.unmatched
     if listed_price is None or listed_price == placement.price_usd_per_hour():
-        _unmatched.pop(key, None)
+        unmatched.pop(key, None)
         return changed
     # The latest offers have a price history does not: a poll between its two writes, or a
     # source without history. Taken as from the pass that first saw it, if a later read
     # still does not find it.
-    seen = _unmatched.get(key)
+    seen = unmatched.get(key)
     if seen is None or seen[0] != listed_price:
-        if len(_unmatched) >= _UNMATCHED_MAX:
-            _unmatched.clear()
-        _unmatched[key] = (listed_price, now)
+        if len(unmatched) >= UNMATCHED_MAX:
+            unmatched.clear()
+        unmatched[key] = (listed_price, now)
         return changed
-    del _unmatched[key]
+    del unmatched[key]
     return placement.add_price_change(seen[1], listed_price) or changed
 
 
@@ -161,7 +154,8 @@ def settle(ctx: Context, job: Job) -> Job | None:
         if placement.ended_at is None or (now - placement.ended_at).total_seconds() > window_s:
             break  # closed in order: older ones are settled
         if placement.started_at is None or \
-                not _settles.due((job.id, placement.attempt), now.timestamp(), snap.poll_s):
+                not ctx.state.settles.due((job.id, placement.attempt), now.timestamp(),
+                                          snap.poll_s):
             continue
         changed |= catch_up(ctx, placement, placement.ended_at)
     return ctx.store.jobs.save(job) if changed else None

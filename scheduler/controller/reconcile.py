@@ -136,7 +136,7 @@ def reconcile_pass(ctx: Context) -> int:
         return 0
     if not job_ids:
         return 0
-    ctx.observe()
+    ctx = ctx.for_pass()
     try:
         mine = _our_share(leases, job_ids, replicas)
     except redis.RedisError as exc:

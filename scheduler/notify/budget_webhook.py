@@ -1,5 +1,5 @@
-"""Budget alerts to a webhook: a Redis outbox filled by the controller, emptied by a periodic
-daemon job that POSTs each alert as JSON.
+"""Budget alerts to a webhook: the store's outbox (:class:`~scheduler.store.budgets.BudgetOutbox`)
+filled by the controller, emptied by a periodic daemon job that POSTs each alert as JSON.
 
 Delivery is at-least-once: an alert is moved to an in-flight list while it is posted and only
 removed after a 2xx answer (a redirect is not delivery and is not followed). A failed POST puts
@@ -7,8 +7,9 @@ the alert at the *back* of the outbox, wrapped as ``{"_retry": {"tries", "next_a
 "first_at"}, "alert": payload}`` with an exponential backoff, so one undeliverable alert never
 holds up the others; after ``attempts`` tries or ``max_age_s`` it moves to the dead-letter list
 ``keys.BUDGET_DEAD`` with a WARNING. A run that died mid-way leaves its in-flight alerts, which
-the next run (holding the delivery lease) puts back first. Receivers should de-duplicate on
-``(job_id, scope, threshold)``.
+the next run puts back first. One replica delivers at a time: the daemon runs the deliverer as
+a :class:`~scheduler.store.leases.LeasedTask` on :data:`DELIVERY_LEASE`. Receivers should
+de-duplicate on ``(job_id, scope, threshold)``.
 
 Payload (``application/json``)::
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
 import time
 from typing import Any
@@ -30,12 +30,12 @@ import httpx
 import redis
 
 from scheduler.store import keys
+from scheduler.store.budgets import BudgetOutbox
 from scheduler.timing import (
     BUDGET_WEBHOOK_ATTEMPTS,
     BUDGET_WEBHOOK_BACKOFF_MAX_S,
     BUDGET_WEBHOOK_BACKOFF_S,
     BUDGET_WEBHOOK_BATCH,
-    BUDGET_WEBHOOK_LEASE_S,
     BUDGET_WEBHOOK_MAX_AGE_S,
     BUDGET_WEBHOOK_RUN_S,
     BUDGET_WEBHOOK_TIMEOUT_S,
@@ -43,24 +43,8 @@ from scheduler.timing import (
 
 log = logging.getLogger(__name__)
 
-_LEASE = keys.lease("notify:budget-webhook")
-
-
-class BudgetOutbox:
-    """The queue of budget alerts waiting for the webhook (a Redis list)."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self._r = client
-
-    def push(self, payload: dict[str, Any]) -> None:
-        self._r.rpush(keys.BUDGET_OUTBOX, json.dumps(payload, sort_keys=True))
-
-    def pending(self) -> int:
-        return int(self._r.llen(keys.BUDGET_OUTBOX)) + int(self._r.llen(keys.BUDGET_INFLIGHT))
-
-    def dead(self) -> list[dict[str, Any]]:
-        """Alerts given up on, oldest first, as their retry envelopes (see the module doc)."""
-        return [json.loads(x) for x in self._r.lrange(keys.BUDGET_DEAD, 0, -1)]
+# The lease of the replica delivering (held for BUDGET_WEBHOOK_LEASE_S, renewed every run).
+DELIVERY_LEASE = keys.lease("notify:budget-webhook")
 
 
 class _Rejected(Exception):
@@ -68,26 +52,25 @@ class _Rejected(Exception):
 
 
 class WebhookDeliverer:
-    """Callable apscheduler job: POST queued budget alerts to ``url``. Never raises (a failure
-    is logged and retried in a later run). Returns how many alerts were delivered.
+    """Callable apscheduler job: POST the alerts queued in ``outbox`` to ``url``. Never raises
+    (a failure is logged and retried in a later run). Returns how many alerts were delivered.
 
     Each run makes at most ``batch`` POSTs (one per alert, ``timeout_s`` each) and stops
     starting new ones after ``run_s`` seconds or :meth:`stop`; a failed alert is retried after
     ``backoff_s`` × 2^(tries-1) (capped at ``backoff_max_s``) seconds."""
 
-    def __init__(self, client: redis.Redis, url: str, *,
+    def __init__(self, outbox: BudgetOutbox, url: str, *,
                  timeout_s: float = BUDGET_WEBHOOK_TIMEOUT_S,
                  attempts: int = BUDGET_WEBHOOK_ATTEMPTS, batch: int = BUDGET_WEBHOOK_BATCH,
-                 lease_s: float = BUDGET_WEBHOOK_LEASE_S, run_s: float = BUDGET_WEBHOOK_RUN_S,
+                 run_s: float = BUDGET_WEBHOOK_RUN_S,
                  backoff_s: float = BUDGET_WEBHOOK_BACKOFF_S,
                  backoff_max_s: float = BUDGET_WEBHOOK_BACKOFF_MAX_S,
                  max_age_s: float = BUDGET_WEBHOOK_MAX_AGE_S) -> None:
-        self._r = client
+        self.outbox = outbox
         self.url = url
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.batch = batch
-        self.lease_s = lease_s
         self.run_s = run_s
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
@@ -100,39 +83,30 @@ class WebhookDeliverer:
         self._stopping.set()
 
     def __call__(self) -> int:
-        token = secrets.token_hex(8)
         try:
-            if not self._r.set(_LEASE, token, nx=True, px=int(self.lease_s * 1000)):
-                return 0  # another replica is delivering
-            try:
-                return self._deliver()
-            finally:
-                if self._r.get(_LEASE) == token:
-                    self._r.delete(_LEASE)
+            return self._deliver()
         except redis.RedisError as exc:
-            log.warning("budget webhook run skipped, Redis unavailable: %s", exc)
+            log.warning("budget webhook run cut short, Redis unavailable: %s", exc)
             return 0
 
     def _deliver(self) -> int:
-        # In-flight alerts of a run that died: back to the front of the queue.
-        while self._r.lmove(keys.BUDGET_INFLIGHT, keys.BUDGET_OUTBOX, "RIGHT", "LEFT"):
-            pass
+        self.outbox.recover()  # in-flight alerts of a run that died: back to the front
         deadline = time.monotonic() + self.run_s
         sent = posts = 0
         # Each queued item is looked at once per run: deferred ones rotate to the back.
-        remaining = int(self._r.llen(keys.BUDGET_OUTBOX))
+        remaining = self.outbox.queued()
         with httpx.Client(follow_redirects=False) as client:
             while remaining > 0 and posts < self.batch and not self._stopping.is_set():
                 left_s = deadline - time.monotonic()
                 if left_s <= 0:
                     break
-                raw = self._r.lmove(keys.BUDGET_OUTBOX, keys.BUDGET_INFLIGHT, "LEFT", "RIGHT")
+                raw = self.outbox.take()
                 if raw is None:
                     break
                 remaining -= 1
                 alert, retry = _unwrap(raw)
                 if retry["next_at"] > time.time():
-                    self._requeue(raw, raw)
+                    self.outbox.requeue(raw, raw)
                     continue
                 posts += 1
                 try:
@@ -144,7 +118,7 @@ class WebhookDeliverer:
                 except (httpx.HTTPError, _Rejected) as exc:
                     self._failed(raw, alert, retry, exc)
                     continue
-                self._r.lrem(keys.BUDGET_INFLIGHT, 1, raw)
+                self.outbox.done(raw)
                 sent += 1
         return sent
 
@@ -159,23 +133,13 @@ class WebhookDeliverer:
                    "alert": alert}
         what = f"{alert.get('job_id')}/{alert.get('scope')}/{alert.get('threshold')}"
         if tries >= self.attempts or now - first_at >= self.max_age_s:
-            with self._r.pipeline(transaction=True) as pipe:
-                pipe.lrem(keys.BUDGET_INFLIGHT, 1, raw)
-                pipe.rpush(keys.BUDGET_DEAD, json.dumps(wrapped, sort_keys=True))
-                pipe.execute()
+            self.outbox.bury(raw, json.dumps(wrapped, sort_keys=True))
             log.warning("budget webhook %s: alert %s given up after %d tries (dead-lettered): %s",
                         _safe(self.url), what, tries, exc)
             return
-        self._requeue(raw, json.dumps(wrapped, sort_keys=True))
+        self.outbox.requeue(raw, json.dumps(wrapped, sort_keys=True))
         log.info("budget webhook %s: alert %s failed (try %d), retrying later: %s",
                  _safe(self.url), what, tries, exc)
-
-    def _requeue(self, raw: str, queued: str) -> None:
-        """Move ``raw`` from in flight to the back of the outbox as ``queued``."""
-        with self._r.pipeline(transaction=True) as pipe:
-            pipe.lrem(keys.BUDGET_INFLIGHT, 1, raw)
-            pipe.rpush(keys.BUDGET_OUTBOX, queued)
-            pipe.execute()
 
 
 def _unwrap(raw: str) -> tuple[dict[str, Any], dict[str, float]]:

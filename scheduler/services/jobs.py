@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from policies.budget import budget_level
 from policies.constraints import unknown_names
+from scheduler.budgets import check_owner_budget
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
 from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
@@ -32,7 +32,6 @@ from core.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
 from scheduler.store import StaleJobError, Store
 from scheduler.store.job_stats import MIGRATION_REASONS
 from scheduler.store.known_names import KnownNames
-from scheduler.store.spend import SpendStore
 
 # Timeline event kind of a warning given at submit.
 SPEC_WARNING = "spec-warning"
@@ -48,23 +47,6 @@ class SpecError(ValueError):
 
 class JobNotFound(KeyError):
     pass
-
-
-class BudgetExhausted(ValueError):
-    """The owner's budget is already spent: a new job could only be stopped at once."""
-
-
-def check_owner_budget(store: Store, owner: str) -> None:
-    """Refuse a new job of ``owner`` when their per-user budget (daemon config, as published
-    to Redis) is already at 100 %. Raises :class:`BudgetExhausted`."""
-    limit = SpendStore(store.redis).settings().users.get(owner)
-    if limit is None:
-        return
-    spent = SpendStore(store.redis).owner_total(owner)
-    if budget_level(spent, limit) >= 1.0:
-        raise BudgetExhausted(f"owner {owner!r} has spent ${spent:.2f} of the ${limit:.2f} "
-                              "budget; raise it in the daemon config's 'budgets' (and restart "
-                              "the daemon) to submit more jobs")
 
 
 def parse_spec(raw: Any) -> JobSpec:
@@ -143,7 +125,8 @@ def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | 
 
     Raises:
         SpecError: the spec or the bundle is invalid (nothing was stored).
-        BudgetExhausted: the owner's budget is already spent (nothing was stored).
+        scheduler.budgets.BudgetExhausted: the owner's budget is already spent (nothing was
+            stored).
     """
     spec = parse_spec(raw_spec)
     if spec.workdir and not bundle_b64:

@@ -1,5 +1,5 @@
-"""Redis-backed state: jobs, offers and price history, agents, leases. Keys live in
-:mod:`scheduler.store.keys` only."""
+"""Redis-backed state: jobs, offers and price history, agents, leases, spend and budget
+alerts. Keys live in :mod:`scheduler.store.keys` only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import redis
 
 from scheduler.store.agents import AgentStore
+from scheduler.store.budgets import BudgetOutbox, SpendStore
 from scheduler.store.jobs import JobExistsError, JobStore, LeaseLostError, StaleJobError
 from scheduler.store.leases import Lease, Leases
 from scheduler.store.offers import OfferStore
@@ -22,11 +23,14 @@ class Store:
     offers: OfferStore
     agents: AgentStore
     leases: Leases
+    spend: SpendStore
+    budget_outbox: BudgetOutbox
 
     @classmethod
     def over(cls, client: redis.Redis) -> Store:
-        return cls(client, JobStore(client), OfferStore(client), AgentStore(client), Leases(client))
+        return cls(client, JobStore(client), OfferStore(client), AgentStore(client),
+                   Leases(client), SpendStore(client), BudgetOutbox(client))
 
 
-__all__ = ["AgentStore", "JobExistsError", "JobStore", "Lease", "LeaseLostError", "Leases",
-           "OfferStore", "StaleJobError", "Store"]
+__all__ = ["AgentStore", "BudgetOutbox", "JobExistsError", "JobStore", "Lease", "LeaseLostError",
+           "Leases", "OfferStore", "SpendStore", "StaleJobError", "Store"]

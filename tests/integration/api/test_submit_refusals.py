@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from scheduler.store.spend import BudgetSettings, SpendStore
+from scheduler.store.budgets import BudgetSettings, SpendStore
 from tests.integration.api.test_submit import GOOD, _nothing_stored, api  # noqa: F401
 
 

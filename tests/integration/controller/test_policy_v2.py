@@ -17,10 +17,11 @@ from scheduler.services.agent_commands import command_for
 from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentAction, AgentPhase, AgentReport
-from scheduler.notify.budget_webhook import BudgetOutbox, WebhookDeliverer
+from scheduler.notify.budget_webhook import DELIVERY_LEASE, WebhookDeliverer
 from scheduler.poller.offers import OfferPoller
-from scheduler.store import keys
-from scheduler.store.spend import BudgetSettings, SpendStore
+from scheduler.store import BudgetOutbox, Leases, keys
+from scheduler.store.budgets import BudgetSettings
+from scheduler.store.leases import LeasedTask
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
 
@@ -175,7 +176,7 @@ def test_a_preemption_during_a_move_counts_as_a_preemption(ctx):
 
 
 def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx, receiver):
-    SpendStore(ctx.store.redis).publish_settings(BudgetSettings(webhook=True))
+    ctx.store.spend.publish_settings(BudgetSettings(webhook=True))
     # dear spot $0.60/h at 60x: $0.01 per wall second. Budget $1: 80 % after 80 s.
     job = _running_on_dear_with(ctx, budget_usd=1.0, owner="alice")
     for seconds, expected in ((85, ["job:80"]), (86, ["job:80"]), (95, ["job:80", "job:90"])):
@@ -208,7 +209,7 @@ def test_job_budget_alerts_once_each_then_checkpoints_and_stops(ctx, receiver):
         (job.id, "alice", "job", 1.0)]
     assert payloads[0]["budget_usd"] == 1.0 and payloads[0]["spent_usd"] >= 0.8
     # The daemon's delivery job POSTs them to the configured webhook.
-    assert WebhookDeliverer(ctx.store.redis, receiver.url)() == 3
+    assert WebhookDeliverer(ctx.store.budget_outbox, receiver.url)() == 3
     assert receiver.bodies == payloads
 
 
@@ -219,7 +220,7 @@ def _running_on_dear_with(ctx, **overrides) -> Job:
 
 
 def test_user_budget_spent_by_other_jobs_stops_a_pending_job(ctx):
-    spend = SpendStore(ctx.store.redis)
+    spend = ctx.store.spend
     spend.publish_settings(BudgetSettings(users={"bob": 2.0}))
     spend.record("bob", "earlier-job", 1.9)  # 95 %
     job = _submit(ctx, owner="bob")
@@ -293,7 +294,7 @@ def test_webhook_delivers_each_alert_in_order(redis_client, receiver):
     for t in (0.8, 0.9, 1.0):
         outbox.push({"job_id": "j", "owner": "alice", "threshold": t, "spent_usd": t,
                      "budget_usd": 1.0})
-    assert WebhookDeliverer(redis_client, receiver.url)() == 3
+    assert WebhookDeliverer(outbox, receiver.url)() == 3
     assert [b["threshold"] for b in receiver.bodies] == [0.8, 0.9, 1.0]
     assert outbox.pending() == 0
 
@@ -302,7 +303,7 @@ def test_webhook_retries_errors_in_later_runs(redis_client, receiver):
     outbox = BudgetOutbox(redis_client)
     outbox.push({"job_id": "j", "threshold": 0.8})
     receiver.codes = [500, 503]  # two failures, then success
-    deliver = WebhookDeliverer(redis_client, receiver.url, backoff_s=0)
+    deliver = WebhookDeliverer(outbox, receiver.url, backoff_s=0)
     assert deliver() == 0 and deliver() == 0 and outbox.pending() == 1
     assert deliver() == 1
     assert receiver.bodies == [{"job_id": "j", "threshold": 0.8}]  # the payload, unwrapped
@@ -313,7 +314,7 @@ def test_webhook_backoff_defers_a_failed_alert(redis_client, receiver):
     outbox = BudgetOutbox(redis_client)
     outbox.push({"job_id": "j", "threshold": 0.8})
     receiver.codes = [500]
-    deliver = WebhookDeliverer(redis_client, receiver.url, backoff_s=3600)
+    deliver = WebhookDeliverer(outbox, receiver.url, backoff_s=3600)
     assert deliver() == 0
     assert deliver() == 0 and receiver.codes == [] and receiver.bodies == []  # not yet retried
     assert outbox.pending() == 1
@@ -325,7 +326,7 @@ def test_a_slow_or_redirecting_alert_does_not_hold_up_the_others(redis_client, r
     receiver.per_job["moved"] = 307
     for job_id in ("sleepy", "moved", "a", "b"):
         outbox.push({"job_id": job_id, "owner": job_id, "threshold": 0.8})
-    deliver = WebhookDeliverer(redis_client, receiver.url, timeout_s=0.3, backoff_s=0)
+    deliver = WebhookDeliverer(outbox, receiver.url, timeout_s=0.3, backoff_s=0)
     assert deliver() == 2
     assert [b["job_id"] for b in receiver.bodies] == ["a", "b"]
     # The two failures wait at the back with their try count; a redirect is not delivery.
@@ -344,7 +345,7 @@ def test_a_run_stops_after_its_time_budget(redis_client, receiver):
     receiver.slow.update({"s1", "s2", "s3"})
     for job_id in ("s1", "s2", "s3", "a"):
         outbox.push({"job_id": job_id, "threshold": 0.8})
-    deliver = WebhookDeliverer(redis_client, receiver.url, timeout_s=0.3, run_s=0.5,
+    deliver = WebhookDeliverer(outbox, receiver.url, timeout_s=0.3, run_s=0.5,
                                backoff_s=0)
     deliver()
     # At most two POSTs fit in the run (the second one cut to what is left of the budget).
@@ -356,7 +357,7 @@ def test_webhook_dead_letters_after_its_attempts(redis_client, receiver, caplog)
     outbox = BudgetOutbox(redis_client)
     receiver.per_job["bad"] = 500
     outbox.push({"job_id": "bad", "scope": "job", "threshold": 0.8})
-    deliver = WebhookDeliverer(redis_client, receiver.url, attempts=3, backoff_s=0)
+    deliver = WebhookDeliverer(outbox, receiver.url, attempts=3, backoff_s=0)
     with caplog.at_level("WARNING", logger="scheduler.notify.budget_webhook"):
         assert [deliver() for _ in range(4)] == [0, 0, 0, 0]
     assert outbox.pending() == 0
@@ -371,19 +372,20 @@ def test_webhook_redelivers_alerts_of_a_run_that_died(redis_client, receiver):
     # A run took an alert (in flight) and died before the POST was confirmed.
     redis_client.rpush(keys.BUDGET_INFLIGHT, json.dumps({"job_id": "j", "threshold": 1.0}))
     BudgetOutbox(redis_client).push({"job_id": "k", "threshold": 0.8})
-    assert WebhookDeliverer(redis_client, receiver.url)() == 2
+    assert WebhookDeliverer(BudgetOutbox(redis_client), receiver.url)() == 2
     assert [b["job_id"] for b in receiver.bodies] == ["j", "k"]
 
 
 def test_webhook_unreachable_keeps_the_alert(redis_client):
-    BudgetOutbox(redis_client).push({"job_id": "j", "threshold": 0.8})
-    dead = WebhookDeliverer(redis_client, "http://127.0.0.1:9/hook", timeout_s=0.5)
+    outbox = BudgetOutbox(redis_client)
+    outbox.push({"job_id": "j", "threshold": 0.8})
+    dead = WebhookDeliverer(outbox, "http://127.0.0.1:9/hook", timeout_s=0.5)
     assert dead() == 0
-    assert BudgetOutbox(redis_client).pending() == 1
+    assert outbox.pending() == 1
 
 
 def test_a_job_stopped_by_its_budget_before_it_ran_says_so_without_checkpointing(ctx):
-    spend = SpendStore(ctx.store.redis)
+    spend = ctx.store.spend
     spend.publish_settings(BudgetSettings(users={"dave": 2.0}))
     job = _submit(ctx, owner="dave")
     spend.record("dave", "earlier-job", 2.5)  # spent after the submit was accepted
@@ -397,8 +399,23 @@ def test_a_job_stopped_by_its_budget_before_it_ran_says_so_without_checkpointing
 
 
 def test_a_stopped_deliverer_starts_no_post(redis_client, receiver):
-    BudgetOutbox(redis_client).push({"job_id": "j", "threshold": 0.8})
-    deliver = WebhookDeliverer(redis_client, receiver.url)
+    outbox = BudgetOutbox(redis_client)
+    outbox.push({"job_id": "j", "threshold": 0.8})
+    deliver = WebhookDeliverer(outbox, receiver.url)
     deliver.stop()  # the daemon is shutting down
     assert deliver() == 0 and receiver.bodies == []
     assert BudgetOutbox(redis_client).pending() == 1
+
+
+def test_one_replica_delivers_at_a_time(redis_client, receiver):
+    """The daemon runs the deliverer under the store's leased task: while one replica holds
+    the delivery lease another's run is skipped, and takes over once the lease is free."""
+    outbox = BudgetOutbox(redis_client)
+    outbox.push({"job_id": "j", "threshold": 0.8})
+    first, second = Leases(redis_client, "replica-a"), Leases(redis_client, "replica-b")
+    assert first.acquire(DELIVERY_LEASE, 60) is not None
+    run = LeasedTask(second, DELIVERY_LEASE, 60, WebhookDeliverer(outbox, receiver.url))
+    assert run() is None and receiver.bodies == [] and outbox.pending() == 1
+    assert first.release(DELIVERY_LEASE)
+    assert run() == 1 and [b["job_id"] for b in receiver.bodies] == ["j"]
+    assert second.holds(DELIVERY_LEASE)  # kept (and renewed each run) until shutdown

@@ -4,6 +4,7 @@ writes them (same store calls, the provider's own history source), so each case 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -56,9 +57,9 @@ def _running(ctx, job_id: str) -> tuple[Job, object]:
     return ctx.store.jobs.create(job), now
 
 
-def _at(ctx, when) -> None:
-    ctx.clock = lambda: when
-    ctx.observe()  # a new pass: the market snapshot is read again
+def _at(ctx, when):
+    """The context of a new pass at ``when``: the market snapshot is read again."""
+    return replace(ctx, clock=lambda: when).for_pass()
 
 
 def _obs(series: str, at, price: float) -> PriceObservation:
@@ -71,9 +72,9 @@ def test_a_price_that_moved_and_came_back_within_one_poll_is_billed(setup):
     series, start = job.placement.offer.key.series(), job.placement.started_at
     t1, t2 = start + H, start + H + timedelta(minutes=30)
     ctx.store.offers.append_prices([_obs(series, t1, 2.0), _obs(series, t2, 1.0)], source)
-    _at(ctx, now)
+    ctx = _at(ctx, now)
     assert hold_price(ctx, job) is None  # a placement's first pass starts its read period
-    _at(ctx, now + EVERY)  # the latest offers still say $1.00: only the periodic read sees it
+    ctx = _at(ctx, now + EVERY)  # the latest offers still say $1.00: only the periodic read sees it
     saved = hold_price(ctx, job)
     assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [
         (t1, 2.0), (t2, 1.0)]
@@ -87,11 +88,11 @@ def test_a_listed_price_history_never_holds_is_recorded_from_the_pass_that_saw_i
     [held] = ctx.store.offers.all_offers()
     ctx.store.offers.replace_offers("aws", [held.model_copy(
         update={"price_usd_per_hour": 3.0})], source)
-    _at(ctx, now)
+    ctx = _at(ctx, now)
     assert hold_price(ctx, job) is None  # a placement's first pass starts its read period
-    _at(ctx, now + EVERY)
+    ctx = _at(ctx, now + EVERY)
     assert hold_price(ctx, job) is None  # maybe history is being written: not yet
-    _at(ctx, now + 2 * EVERY)
+    ctx = _at(ctx, now + 2 * EVERY)
     saved = hold_price(ctx, ctx.store.jobs.get(job.id))
     assert [(c.at, c.price_usd_per_hour) for c in saved.placement.price_changes] == [
         (now + EVERY, 3.0)]
@@ -103,7 +104,7 @@ def test_the_last_change_before_the_end_is_billed_without_a_pass_seeing_it(setup
     series, start = job.placement.offer.key.series(), job.placement.started_at
     # (after the replay market's own opening observation, which is at about now)
     ctx.store.offers.append_prices([_obs(series, now + timedelta(minutes=1), 4.0)], source)
-    _at(ctx, now + timedelta(minutes=7))
+    ctx = _at(ctx, now + timedelta(minutes=7))
     end_placement(ctx, job, PlacementEnd.SUCCEEDED)
     ended = job.placements[-1]
     assert ended.price_changes[-1].price_usd_per_hour == 4.0
@@ -119,7 +120,7 @@ def test_the_max_is_held_to_the_latest_poll_even_before_history_has_the_price(se
     [held] = ctx.store.offers.all_offers()
     ctx.store.offers.replace_offers("aws", [held.model_copy(
         update={"price_usd_per_hour": 3.0})], source)
-    _at(ctx, now)
+    ctx = _at(ctx, now)
     hold_price(ctx, job)  # nothing read from history yet, but ...
     saved = ctx.store.jobs.get(job.id)
     assert saved.placement.price_changes == []
@@ -138,7 +139,7 @@ def test_a_change_polled_after_the_end_completes_the_closed_placements_bill(setu
     series = job.placement.offer.key.series()
     # Ends a minute from now: after the replay cloud's own opening observation (setup's poll).
     end = now + timedelta(minutes=1)
-    _at(ctx, end)
+    ctx = _at(ctx, end)
     end_placement(ctx, job, PlacementEnd.MOVED)  # history holds no change yet
     job.state = JobState.MIGRATING
     job = ctx.store.jobs.save(job)
@@ -149,14 +150,14 @@ def test_a_change_polled_after_the_end_completes_the_closed_placements_bill(setu
                                     _obs(series, end + timedelta(seconds=5), 9.0)], source)
     poll = timedelta(seconds=OFFER_POLL_S)
     assert settle(ctx, job) is None  # first sight of the placement: its poll period starts
-    _at(ctx, end + poll)
+    ctx = _at(ctx, end + poll)
     saved = settle(ctx, job)
     assert saved is not None
     assert [(c.at, c.price_usd_per_hour) for c in saved.placements[-1].price_changes] == [
         (late, 4.0)]  # the change after the end is not this placement's
     assert saved.cost_usd(end) == pytest.approx(hours - 1.0 * 20 / 3600 + 4.0 * 20 / 3600)
-    _at(ctx, end + 2 * poll)
+    ctx = _at(ctx, end + 2 * poll)
     assert settle(ctx, saved) is None  # nothing new: no write
-    _at(ctx, end + 10 * poll)
+    ctx = _at(ctx, end + 10 * poll)
     ctx.store.offers.append_prices([_obs(series, end - timedelta(seconds=10), 5.0)], source)
     assert settle(ctx, saved) is None  # past the settling window: the bill stays

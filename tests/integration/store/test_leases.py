@@ -3,6 +3,8 @@ another replica took the job) can no longer write the job."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
@@ -89,8 +91,7 @@ def test_a_lapsed_lease_refuses_saves_and_a_fenced_save_renews_the_lease(redis_c
 
 
 def _context(client, holder: str) -> Context:
-    base = Store.over(client)
-    store = Store(client, base.jobs, base.offers, base.agents, Leases(client, holder))
+    store = replace(Store.over(client), leases=Leases(client, holder))
     bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
                                tokens=AgentTokens(b"s"))
     return Context(store=store, providers=ProviderRegistry(), bootstrap=bootstrap, owner="o")

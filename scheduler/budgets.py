@@ -1,0 +1,74 @@
+"""Budgets as the service applies them: a job's and its owner's spend against their limits.
+
+The rule (alert thresholds, levels, the stop at 100 %) is :mod:`policies.budget`'s; spend and
+the per-user limits are read from the store (:attr:`Store.spend
+<scheduler.store.Store.spend>`; the limits are published there by the daemon from its config
+file). Used by submission (:func:`check_owner_budget`), the controller's budget step (alerts
+and stops, :mod:`scheduler.controller.budgets`) and the policy's inputs (the owner's spend
+beside the job's, :mod:`scheduler.controller.policy_inputs`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from core.models import Job
+from policies.budget import THRESHOLDS, BudgetAlert, budget_level
+from scheduler.store import Store
+from scheduler.store.budgets import BudgetSettings
+
+
+class BudgetExhausted(ValueError):
+    """The owner's budget is already spent: a new job could only be stopped at once."""
+
+
+def owner_spent(store: Store, settings: BudgetSettings, owner: str) -> float:
+    """USD spent by all of ``owner``'s jobs when ``settings`` give the owner a limit; 0.0
+    without one (nothing is read). Raises ``redis.RedisError``."""
+    return store.spend.owner_total(owner) if owner in settings.users else 0.0
+
+
+def check_owner_budget(store: Store, owner: str) -> None:
+    """Refuse a new job of ``owner`` when their per-user budget (daemon config, as published
+    to Redis) is already at 100 %. Raises :class:`BudgetExhausted`, ``redis.RedisError``."""
+    settings = store.spend.settings()
+    limit = settings.users.get(owner)
+    if limit is None:
+        return
+    spent = owner_spent(store, settings, owner)
+    if budget_level(spent, limit) >= 1.0:
+        raise BudgetExhausted(f"owner {owner!r} has spent ${spent:.2f} of the ${limit:.2f} "
+                              "budget; raise it in the daemon config's 'budgets' (and restart "
+                              "the daemon) to submit more jobs")
+
+
+def reached(store: Store, settings: BudgetSettings, job: Job,
+            spent_usd: float) -> list[BudgetAlert]:
+    """Every threshold ``job`` has reached, raised before or not: of its own ``budget_usd``
+    against ``spent_usd`` (its cost so far), and of its owner's limit against the owner's
+    ledger. Raises ``redis.RedisError``."""
+    limits = []
+    if job.spec.budget_usd is not None:
+        limits.append(("job", spent_usd, job.spec.budget_usd))
+    user_limit = settings.users.get(job.spec.owner)
+    if user_limit is not None:
+        limits.append(("user", owner_spent(store, settings, job.spec.owner), user_limit))
+    out = []
+    for scope, used, limit in limits:
+        level = float(budget_level(used, limit))
+        out += [BudgetAlert(0, scope, t, used, limit) for t in THRESHOLDS if t <= level]
+    return out
+
+
+def alert_tag(alert: BudgetAlert) -> str:
+    """How ``Job.budget_alerts`` names a raised alert: ``"job:80"``, ``"user:100"``."""
+    return f"{alert.scope}:{round(alert.threshold * 100)}"
+
+
+def alert_payload(job: Job, alert: BudgetAlert, ran: bool, at: datetime) -> dict[str, Any]:
+    """What the webhook receives for ``alert`` of ``job`` (the shape is documented in
+    :mod:`scheduler.notify.budget_webhook`); ``ran``: whether the job ever ran."""
+    return {"job_id": job.id, "owner": job.spec.owner, "scope": alert.scope,
+            "threshold": alert.threshold, "spent_usd": round(alert.spent_usd, 6),
+            "budget_usd": alert.limit_usd, "at": at.isoformat(), "message": alert.message(ran)}
