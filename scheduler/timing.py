@@ -22,9 +22,11 @@ UNAVAILABLE_OFFER_TTL_S = 180
 # GA_AGENT_LOST_AFTER_S overrides (tests make an agent "lost" in seconds, not a minute).
 AGENT_HEARTBEAT_S = 2.0
 AGENT_LOST_AFTER_S = 60.0
-# Clouds list a new instance with some delay (ECS in particular): one not listed yet this soon
-# after its launch is not taken for gone.
-INSTANCE_LISTING_GRACE_S = 60.0
+# Clouds list a new instance with some delay after the launch call answered: ECS may leave it out
+# of DescribeInstances for up to two minutes (EC2 for seconds). One not listed yet this soon
+# after its launch is not taken for gone by the controller, and is reported pending by an
+# adapter that tracks its launches (Alibaba). One value for both, the slowest cloud's.
+INSTANCE_LISTING_GRACE_S = 120.0
 # A launched instance whose agent never reported within this time is replaced.
 AGENT_START_TIMEOUT_S = 300.0
 # After the grace period the agent still needs time to upload the checkpoint.
