@@ -1,0 +1,201 @@
+"""Jobs as the CLI shows them: ``status`` (a panel with the money line, the command's failure,
+the timeline and the placements), ``status --watch`` lines, ``list``, a refused spec's
+problems, and the training progress the demo follows."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from rich import box
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.cli.render.tables import (
+    TERMINAL_STATES,
+    Column,
+    clock,
+    fitted_table,
+    new_table,
+    plural,
+    state_text,
+    usd,
+)
+
+PROGRESS_RE = re.compile(r"progress step=(\d+) total=(\d+)(?: loss=([0-9.]+))?")
+
+
+def money_line(job: dict[str, Any]) -> Text:
+    d = job["derived"]
+    label = "cost" if job["state"] in TERMINAL_STATES else "cost so far"
+    text = Text(f"{label} {usd(d['cost_usd'])} for {d['billed_hours']:.2f} instance-hours")
+    if d["on_demand_cost_usd"] is not None:
+        text.append(f" · all on-demand: {usd(d['on_demand_cost_usd'])}")
+        if d["savings_pct"] is not None:
+            saved = round(d["savings_pct"], 1) + 0.0  # never "-0.0%"
+            text.append(f" · saved {saved:.1f}%", style="bold green")
+    scales = {p.get("time_scale", 1.0) for p in _all_placements(job)}
+    scale = max(scales, default=1.0)
+    if scale != 1.0:
+        text.append(f"\n(replayed market: 1 s of wall time = {scale:g} s of market time; "
+                    "costs are in market hours)", style="dim")
+    return text
+
+
+def _all_placements(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return job["placements"] + ([job["placement"]] if job["placement"] else [])
+
+
+def timeline(job: dict[str, Any], last: int | None = None) -> Table:
+    table = new_table("timeline")
+    table.add_column("time", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("event", ratio=1)
+    events = job["events"][-last:] if last else job["events"]
+    for ev in events:
+        table.add_row(clock(ev["at"]), state_text(ev["state"]), ev["message"])
+    return table
+
+
+def event_line(event: dict[str, Any]) -> Text:
+    """One timeline event as one line (``status --watch`` into a pipe): UTC date and time,
+    state, message, and the offer with its price when the event names one."""
+    at = str(event.get("at", ""))[:19].replace("T", " ")
+    line = Text.assemble(at, " ", state_text(str(event.get("state", "?"))), " ",
+                         str(event.get("message", "")))
+    if event.get("offer"):
+        price = event.get("price_usd_per_hour")
+        line.append(f" ({event['offer']}" + ("" if price is None else f" @ ${price:.4f}/h") + ")",
+                    style="dim")
+    return line
+
+
+def placements(job: dict[str, Any]) -> Table:
+    table = new_table("placements")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("where", ratio=1)
+    table.add_column("market", no_wrap=True)
+    table.add_column("$/h", justify="right", no_wrap=True)
+    table.add_column("hours", justify="right", no_wrap=True)
+    table.add_column("end", no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
+    # The daemon's figures (the held offer's price series integrated; $/h: its latest price).
+    billed = job.get("derived", {}).get("placement_costs") or []
+    for i, p in enumerate(_all_placements(job)):
+        o = p["offer"]
+        d = billed[i] if i < len(billed) else {
+            "cost_usd": _billed_hours(p) * o["price_usd_per_hour"],
+            "billed_hours": _billed_hours(p), "price_usd_per_hour": o["price_usd_per_hour"]}
+        table.add_row(
+            str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}",
+            o["market"], usd(d["price_usd_per_hour"], 3), f"{d['billed_hours']:.2f}",
+            _placement_end(p, job.get("command_failure")), usd(d["cost_usd"]),
+        )
+    return table
+
+
+def _placement_end(p: dict[str, Any], failure: dict[str, Any] | None) -> str:
+    end = p.get("end_reason") or ("running" if p.get("instance_id") else "launching")
+    if end == "failed" and failure and failure["attempt"] == p["attempt"]:
+        end += f" (exit {failure['exit_code']})"
+    return end
+
+
+def exit_code_meaning(code: int) -> str:
+    """``3``, or ``137 (killed by SIGKILL)`` for a shell-convention death by signal."""
+    import signal
+
+    if 128 < code < 128 + 65:
+        try:
+            return f"{code} (killed by {signal.Signals(code - 128).name})"
+        except ValueError:
+            pass
+    return str(code)
+
+
+def failure_block(job: dict[str, Any]) -> Text | None:
+    """The latest non-zero exit of the job's command: its exit code and the last lines of
+    its log, or ``None`` (no failure recorded, or the job succeeded after it)."""
+    failure = job.get("command_failure")
+    if not failure or job["state"] == "succeeded":
+        return None
+    text = Text(f"attempt {failure['attempt']}: the command exited with code "
+                f"{exit_code_meaning(failure['exit_code'])} at {clock(failure['at'])}",
+                style="bold red")
+    if failure["log_tail"]:
+        text.append(f"\nlast {plural(len(failure['log_tail']), 'line')} of its log "
+                    f"(all of it: schedctl logs {job['id']}):", style="red")
+        for line in failure["log_tail"]:
+            text.append(f"\n  {line}", style="dim")
+    else:
+        text.append("\n(it printed nothing)", style="red")
+    return text
+
+
+def _billed_hours(p: dict[str, Any]) -> float:
+    """Market hours a placement has been billed (mirrors ``Placement.billed_hours``)."""
+    if not p.get("started_at"):
+        return 0.0
+    start = datetime.fromisoformat(p["started_at"])
+    end = datetime.fromisoformat(p["ended_at"]) if p.get("ended_at") else datetime.now(start.tzinfo)
+    return max(0.0, (end - start).total_seconds()) * p.get("time_scale", 1.0) / 3600
+
+
+def job_panel(job: dict[str, Any], last_events: int | None = None,
+              with_placements: bool = True) -> Panel:
+    head = Text.assemble((job["id"], "bold"), "  ", state_text(job["state"]))
+    if job.get("waiting_reason") and job["state"] not in TERMINAL_STATES:
+        head.append(f"\n{job['waiting_reason']}", style="yellow")
+    parts: list[Any] = [head, money_line(job)]
+    failure = failure_block(job)
+    if failure is not None:
+        parts.append(failure)
+    parts.append(timeline(job, last_events))
+    if with_placements and _all_placements(job):
+        parts.append(placements(job))
+    return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)
+
+
+def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
+    """``schedctl list``: the id (what users type next) and state are always shown in full."""
+    columns = [Column("id", "left"), Column("state", "left"), Column("tries", drop=2),
+               Column("last offer", "left", drop=4, wrap=True), Column("cost"),
+               Column("on-demand", drop=3), Column("created", drop=1)]
+    rows = []
+    for job in jobs:
+        placed = _all_placements(job)
+        offer = "-"
+        if placed:
+            o = placed[-1]["offer"]
+            offer = f"{o['provider']}/{o['zone']} {o['instance_type']}"
+        rows.append([job["id"], state_text(job["state"]), str(job["attempt"]), offer,
+                     usd(job["derived"]["cost_usd"]), usd(job["derived"]["on_demand_cost_usd"]),
+                     clock(job["created_at"])])
+    return fitted_table("jobs", columns, rows, width, expand=True)
+
+
+def problems_table(problems: list[dict[str, Any]]) -> Group:
+    table = new_table()
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("got")
+    table.add_column("problem / allowed", ratio=1)
+    for p in problems:
+        value = p.get("value")
+        if p.get("problem") == "required field is missing":
+            shown = "-"
+        else:
+            shown = "{...}" if isinstance(value, dict) else repr(value)
+        table.add_row(str(p.get("field")), shown[:60], str(p.get("problem")))
+    return Group(Text("The job spec was refused; nothing was stored.", style="bold red"), table)
+
+
+def latest_progress(lines: list[str]) -> tuple[int, int, float | None] | None:
+    """The newest ``progress step=N total=M loss=X`` line of a job's output, parsed."""
+    for line in reversed(lines):
+        m = PROGRESS_RE.search(line)
+        if m:
+            return int(m.group(1)), int(m.group(2)), float(m.group(3)) if m.group(3) else None
+    return None
