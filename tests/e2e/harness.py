@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scheduler.cli.bundle import load_spec_file, pack_spec
 from scheduler.cli.client import ApiClient, CliError
 from scheduler.daemon import read_daemon_info
+from tests.fixtures.waiting import wait_until
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 
@@ -40,18 +39,16 @@ class DaemonProcess:
             [sys.executable, "-m", "scheduler", "daemon", "--home", str(self.home),
              *self.args, "--log-level", "DEBUG"],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def first_poll_served() -> bool:
             assert self.proc.poll() is None, self.log_tail()
             info = read_daemon_info(self.home)
-            if info and info.get("pid") == self.proc.pid:
-                try:
-                    if self.client().get("/v1/offers"):  # the first poll has landed
-                        return self
-                except CliError:
-                    pass
-            time.sleep(0.1)
-        raise AssertionError("daemon did not start:\n" + self.log_tail())
+            return bool(info and info.get("pid") == self.proc.pid
+                        and self.client().get("/v1/offers"))
+
+        wait_until(first_poll_served, timeout_s, "the daemon to serve its first offer poll",
+                   interval_s=0.1, ignoring=(CliError,), detail=self.log_tail)
+        return self
 
     def client(self) -> ApiClient:
         return ApiClient(self.home, timeout_s=10)
@@ -84,14 +81,3 @@ class DaemonProcess:
     def job(self, job_id: str) -> dict[str, Any]:
         return self.client().get(f"/v1/jobs/{job_id}")
 
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str,
-             interval_s: float = 0.2, on_timeout: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    extra = on_timeout() if on_timeout else ""
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{extra}")

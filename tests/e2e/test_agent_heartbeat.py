@@ -16,7 +16,8 @@ from scheduler.checkpoints.urls import open_store
 from core.config import examples_dir
 from core.models import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import E2E_ENV
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 from tests.e2e.outcomes import assert_final_model_is_the_reference
 
 pytestmark = pytest.mark.e2e
@@ -38,14 +39,14 @@ def test_a_silent_agent_is_presumed_lost_and_its_job_resumes_elsewhere(
         daemon, reference_model, tmp_path):
     daemon.start()
     job_id = daemon.submit(JOB_SPEC, env=E2E_ENV)["id"]
-    recorded = wait_for(lambda: daemon.job(job_id)["last_checkpoint_id"], 60,
-                        "a first checkpoint", on_timeout=daemon.log_tail)
+    recorded = wait_until(lambda: daemon.job(job_id)["last_checkpoint_id"], 60,
+                          "a first checkpoint", detail=daemon.log_tail)
     cloud = ReplayProvider(MARKET, daemon.home / "replay")
     (row,) = cloud.describe_raw({TAG_JOB: job_id})
     os.kill(row["pid"], signal.SIGSTOP)  # the agent freezes; its instance keeps running
 
-    done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     messages = [e["message"] for e in done["events"]]
     lost = [i for i, m in enumerate(messages) if f"agent silent for over {LOST_AFTER_S} s" in m]
@@ -58,7 +59,7 @@ def test_a_silent_agent_is_presumed_lost_and_its_job_resumes_elsewhere(
     assert created_ms_of(resumed_id) >= created_ms_of(recorded)
     assert done["placements"][0]["end_reason"] == "lost"
     # The frozen agent's instance was terminated (one instance per attempt, none left).
-    rows = wait_for(lambda: (r := cloud.describe_raw({TAG_JOB: job_id})) and all(
+    rows = wait_until(lambda: (r := cloud.describe_raw({TAG_JOB: job_id})) and all(
         x["state"] == "terminated" for x in r) and r, 30, "every instance terminated")
     assert len({x["tags"][TAG_ATTEMPT] for x in rows}) == len(rows) == len(done["placements"])
     assert_final_model_is_the_reference(

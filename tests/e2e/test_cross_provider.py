@@ -17,7 +17,8 @@ from scheduler.checkpoints.checkpoints import list_checkpoints, restore_latest
 from scheduler.checkpoints.urls import open_store
 from core.config import examples_dir
 from tests.e2e.conftest import E2E_ENV, load_params
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB_SPEC = examples_dir() / "charlm-job.yaml"
@@ -39,8 +40,8 @@ def test_job_preempted_on_aws_resumes_on_aliyun(daemon, reference_model, tmp_pat
                                                 s3_server, monkeypatch) -> None:
     daemon.start()
     job = daemon.submit(JOB_SPEC, env=E2E_ENV)
-    done = wait_for(lambda: (j := daemon.job(job["id"]))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job["id"]))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
 
     # Where it ran: AWS spot first, preempted; then Alibaba Cloud, where it finished.

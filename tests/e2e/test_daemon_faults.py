@@ -14,7 +14,7 @@ import pytest
 from providers.replay.provider import ReplayProvider
 from core.config import examples_dir
 from core.models import TAG_JOB
-from tests.e2e.harness import wait_for
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 MARKET = examples_dir() / "market.yaml"
@@ -58,7 +58,7 @@ def test_embedded_redis_killed_is_restarted_without_losing_jobs(daemon):
             return daemon.job(job["id"])
         except Exception:
             return None
-    again = wait_for(back, 30, "the daemon to answer again", on_timeout=daemon.log_tail)
+    again = wait_until(back, 30, "the daemon to answer again", detail=daemon.log_tail)
     assert again["id"] == job["id"]
     assert int((daemon.home / "redis" / "redis.pid").read_text()) != pid
 
@@ -66,15 +66,15 @@ def test_embedded_redis_killed_is_restarted_without_losing_jobs(daemon):
 def test_terminating_an_instance_stops_its_job_even_after_the_agent_was_killed(daemon):
     daemon.start()
     job = daemon.client().post("/v1/jobs", json={"spec": SLEEPER_SPEC})
-    wait_for(lambda: daemon.job(job["id"])["state"] == "running", 60, "running",
-             on_timeout=daemon.log_tail)
+    wait_until(lambda: daemon.job(job["id"])["state"] == "running", 60, "running",
+               detail=daemon.log_tail)
     cloud = ReplayProvider(MARKET, daemon.home / "replay")
     (row,) = cloud.describe_raw({TAG_JOB: job["id"]})
     pid_file = os.path.join(row["work_dir"], "job", "job.pid")
-    job_pid = int(wait_for(lambda: os.path.exists(pid_file) and open(pid_file).read(), 20,
-                           "the job's pid"))
+    job_pid = int(wait_until(lambda: os.path.exists(pid_file) and open(pid_file).read(), 20,
+                             "the job's pid"))
     os.kill(row["pid"], signal.SIGKILL)  # the agent dies outright; its job would live on
     time.sleep(1)
     assert _alive(job_pid)
     cloud.terminate(row["id"])  # as the daemon does once the agent is found lost
-    wait_for(lambda: not _alive(job_pid), 15, "the job process to stop with its instance")
+    wait_until(lambda: not _alive(job_pid), 15, "the job process to stop with its instance")

@@ -12,7 +12,7 @@ import pytest
 from scheduler.store import keys
 from scheduler.store.connection import EmbeddedRedis
 from scheduler.timing import JOB_LEASE_TTL_S
-from tests.e2e.harness import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.e2e.test_daemon_faults import SLEEPER_SPEC
 
 pytestmark = pytest.mark.e2e
@@ -26,8 +26,8 @@ def _lease(client, job_id: str) -> tuple[str, int]:
 def test_a_restarted_daemon_takes_its_own_leases_over_at_once(daemon):
     daemon.start()
     job_id = daemon.client().post("/v1/jobs", json={"spec": SLEEPER_SPEC})["id"]
-    wait_for(lambda: daemon.job(job_id)["state"] == "running", 60, "the job running",
-             on_timeout=daemon.log_tail)
+    wait_until(lambda: daemon.job(job_id)["state"] == "running", 60, "the job running",
+               detail=daemon.log_tail)
     client = EmbeddedRedis(daemon.home / "redis").client()
     old_holder, old_fence = _lease(client, job_id)
     assert old_holder.split(":")[1] == str(daemon.proc.pid)
@@ -36,9 +36,9 @@ def test_a_restarted_daemon_takes_its_own_leases_over_at_once(daemon):
     assert client.pttl(keys.job_lease(job_id)) > 0
     killed_at = time.monotonic()
     daemon.start()
-    holder, fence = wait_for(lambda: (lease := _lease(client, job_id))[0].split(":")[1:2] == [
+    holder, fence = wait_until(lambda: (lease := _lease(client, job_id))[0].split(":")[1:2] == [
         str(daemon.proc.pid)] and lease, JOB_LEASE_TTL_S, "the new process to hold the lease",
-        interval_s=0.05, on_timeout=daemon.log_tail)
+        interval_s=0.05, detail=daemon.log_tail)
     taken_after_s = time.monotonic() - killed_at
     # Well within the old lease's TTL: it was taken over, not waited out.
     assert taken_after_s < JOB_LEASE_TTL_S / 2, taken_after_s

@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from tests.e2e.harness import TERMINAL, wait_for
+from tests.e2e.harness import TERMINAL
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 FAILING = ("python3 -c \"import sys; [print(f'step {i}') for i in range(40)]; "
@@ -37,8 +38,8 @@ def test_a_failed_command_shows_its_exit_code_and_last_log_lines(daemon, tmp_pat
                               "--watch"], env={**daemon.env, "COLUMNS": "120"},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 120,
-                        "the job to end", on_timeout=daemon.log_tail)
+        done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 120,
+                          "the job to end", detail=daemon.log_tail)
         watched, _ = watch.communicate(timeout=60)
     finally:
         if watch.poll() is None:

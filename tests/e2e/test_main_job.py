@@ -12,7 +12,8 @@ from scheduler.checkpoints.urls import open_store
 from core.config import examples_dir
 from core.models import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import E2E_ENV, load_params
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 JOB_SPEC = examples_dir() / "charlm-job.yaml"
@@ -60,8 +61,8 @@ def test_real_aws_market_job_migrates_and_matches_uninterrupted_run(
         daemon_for, shared_data, reference_model, tmp_path):
     daemon = daemon_for(examples_dir() / "markets" / "aws-real.yaml").start()
     job = daemon.submit(JOB_SPEC, env=E2E_ENV)
-    done = wait_for(lambda: (j := daemon.job(job["id"]))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job["id"]))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     assert done["derived"]["migrations"] >= 1
     zones = [p["offer"]["zone"] for p in done["placements"]]
@@ -75,24 +76,24 @@ def test_real_aws_market_job_migrates_and_matches_uninterrupted_run(
 def test_daemon_sigkill_while_running_and_while_migrating(daemon_for, reference_model, tmp_path):
     daemon = daemon_for(examples_dir() / "market.yaml").start()
     job_id = daemon.submit(JOB_SPEC, env=E2E_ENV)["id"]
-    wait_for(lambda: daemon.job(job_id)["state"] == "running", 60, "running",
-             on_timeout=daemon.log_tail)
+    wait_until(lambda: daemon.job(job_id)["state"] == "running", 60, "running",
+               detail=daemon.log_tail)
     daemon.kill()
     daemon.start()
     # The market reclaims the first spot offer ~25 s after it started; catch the daemon in
     # the middle of moving the job and kill it again.
-    moving = wait_for(
+    moving = wait_until(
         lambda: (j := daemon.job(job_id))["state"] in ("checkpointing", "migrating") and j,
-        90, "the migration to start", interval_s=0.05, on_timeout=daemon.log_tail)
+        90, "the migration to start", interval_s=0.05, detail=daemon.log_tail)
     daemon.kill()
     daemon.start()
-    done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     assert done["derived"]["migrations"] >= 1, moving["state"]
 
     # Exactly one instance per attempt, and none left running.
-    by_attempt = wait_for(
+    by_attempt = wait_until(
         lambda: (b := _instances_by_attempt(daemon, job_id)) and all(
             r["state"] == "terminated" for rows in b.values() for r in rows) and b,
         30, "every instance of the job to be terminated")

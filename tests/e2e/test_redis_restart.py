@@ -19,7 +19,8 @@ from scheduler.cli.client import CliError
 from core.config import examples_dir
 from scheduler.store import keys
 from tests.e2e.conftest import E2E_ENV
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 from tests.e2e.outcomes import (
     assert_final_model_is_the_reference,
     assert_resumed_from_the_committed_checkpoint,
@@ -48,8 +49,8 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     job_id = daemon.submit(JOB_SPEC, env=E2E_ENV)["id"]
     store = open_store((daemon.home / "checkpoints").resolve().as_uri())
     # Running, with a checkpoint committed and recorded by the job.
-    before = wait_for(lambda: (j := daemon.job(job_id))["last_checkpoint_id"] and j, 60,
-                      "a first checkpoint recorded", on_timeout=daemon.log_tail)
+    before = wait_until(lambda: (j := daemon.job(job_id))["last_checkpoint_id"] and j, 60,
+                        "a first checkpoint recorded", detail=daemon.log_tail)
     assert before["state"] == "running"
     recorded = before["last_checkpoint_id"]
     assert recorded in {m.checkpoint_id for m in list_checkpoints(store, job_id)}
@@ -66,13 +67,13 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     # Nothing acknowledged was lost: the job's record and timeline are all there.
     client = servers[-1].client()
     assert client.exists(keys.job(job_id))
-    after = wait_for(lambda: _answer(daemon, job_id), 60, "the daemon to answer again",
-                     on_timeout=daemon.log_tail)
+    after = wait_until(lambda: _answer(daemon, job_id), 60, "the daemon to answer again",
+                       detail=daemon.log_tail)
     assert after["events"][:events_before] == before["events"]
     assert created_ms_of(after["last_checkpoint_id"]) >= created_ms_of(recorded)
 
-    done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     assert done["derived"]["migrations"] >= 1
     assert_resumed_from_the_committed_checkpoint(done)

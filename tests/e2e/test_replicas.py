@@ -19,7 +19,8 @@ from core.config import examples_dir
 from core.models import TAG_ATTEMPT, TAG_JOB
 from scheduler.store import keys
 from tests.e2e.conftest import E2E_ENV, load_params
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 from tests.fixtures.redis_server import free_port, start_redis
 
 pytestmark = pytest.mark.e2e
@@ -70,22 +71,22 @@ def test_the_other_replica_finishes_a_job_whose_replica_was_killed_mid_migration
     # Both replicas adopted one owner id and know each other.
     assert len(list(client.scan_iter(keys.replica("*")))) == 2
     job_id = a.submit(JOB_SPEC, env=E2E_ENV)["id"]
-    wait_for(lambda: b.job(job_id)["state"] == "running", 60, "running",
-             on_timeout=lambda: a.log_tail() + b.log_tail())
+    wait_until(lambda: b.job(job_id)["state"] == "running", 60, "running",
+               detail=lambda: a.log_tail() + b.log_tail())
 
     # The market reclaims the first spot offer ~25 s after it started: catch the job moving
     # and kill the replica that controls it.
-    moving = wait_for(
+    moving = wait_until(
         lambda: (j := a.job(job_id))["state"] in ("checkpointing", "migrating") and j,
-        90, "the migration to start", interval_s=0.05, on_timeout=a.log_tail)
+        90, "the migration to start", interval_s=0.05, detail=a.log_tail)
     holder = _holder_pid(client, job_id)
     victim, survivor = (a, b) if holder == a.proc.pid else (b, a)
     assert holder == victim.proc.pid, (holder, a.proc.pid, b.proc.pid)
     fence_before = int(client.get(keys.job_lease(job_id)).rsplit("/", 1)[1])
     victim.kill()
 
-    done = wait_for(lambda: (j := survivor.job(job_id))["state"] in TERMINAL and j, 240,
-                    "the job to finish on the surviving replica", on_timeout=survivor.log_tail)
+    done = wait_until(lambda: (j := survivor.job(job_id))["state"] in TERMINAL and j, 240,
+                      "the job to finish on the surviving replica", detail=survivor.log_tail)
     assert done["state"] == "succeeded", done["events"]
     assert done["derived"]["migrations"] >= 1, moving["state"]
     value = client.get(keys.job_lease(job_id))
@@ -94,7 +95,7 @@ def test_the_other_replica_finishes_a_job_whose_replica_was_killed_mid_migration
 
     # Exactly one instance per attempt (one client token each), none left running.
     cloud = ReplayProvider(MARKET, cloud_dir)
-    by_attempt = wait_for(
+    by_attempt = wait_until(
         lambda: (rows := cloud.describe_raw({TAG_JOB: job_id})) and all(
             r["state"] == "terminated" for r in rows) and rows,
         30, "every instance of the job to be terminated")

@@ -21,7 +21,8 @@ from scheduler.checkpoints.urls import open_store
 from core.config import examples_dir
 from core.models import TAG_JOB
 from tests.e2e.conftest import E2E_ENV
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 from tests.e2e.outcomes import (
     assert_final_model_is_the_reference,
     assert_resumed_from_the_committed_checkpoint,
@@ -70,13 +71,13 @@ def test_job_finishes_exactly_through_an_s3_outage_spanning_its_preemption(
     daemon, s3, store_url = setup
     daemon.start()
     job_id = daemon.submit(JOB_SPEC, env=E2E_ENV)["id"]
-    wait_for(lambda: daemon.job(job_id)["last_checkpoint_id"], 60, "a first checkpoint",
-             on_timeout=daemon.log_tail)
+    wait_until(lambda: daemon.job(job_id)["last_checkpoint_id"], 60, "a first checkpoint",
+               detail=daemon.log_tail)
 
     s3.stop()  # uploads now fail; the agent retries and keeps the files local
     down_at = time.time()
-    noticed = wait_for(lambda: (j := daemon.job(job_id))["state"] == "checkpointing" and j, 90,
-                       "the preemption notice", on_timeout=daemon.log_tail)
+    noticed = wait_until(lambda: (j := daemon.job(job_id))["state"] == "checkpointing" and j, 90,
+                         "the preemption notice", detail=daemon.log_tail)
     time.sleep(STILL_DOWN_AFTER_NOTICE_S)  # the job stopped; its checkpoint cannot be uploaded
     during = daemon.job(job_id)
     assert during["state"] == "checkpointing", during["events"][-3:]  # the move waits
@@ -88,8 +89,8 @@ def test_job_finishes_exactly_through_an_s3_outage_spanning_its_preemption(
     s3.start()  # same ports, same data
     up_at = time.time()
 
-    done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 240,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     assert_resumed_from_the_committed_checkpoint(done)
     moved = [e for e in done["events"] if "after the preemption notice; checkpoint" in e["message"]]

@@ -16,7 +16,8 @@ import pytest
 from providers.replay.provider import ReplayProvider
 from core.config import examples_dir
 from scheduler.store.agents import AgentTokens
-from tests.e2e.harness import TERMINAL, DaemonProcess, wait_for
+from tests.e2e.harness import TERMINAL, DaemonProcess
+from tests.fixtures.waiting import wait_until
 from tests.fixtures.redis_server import start_redis
 from tests.fixtures.s3_server import start_s3
 
@@ -83,8 +84,8 @@ def test_no_secret_in_logs_api_or_redis_and_api_on_loopback(setup):
     assert _listening_addresses(info["port"]) == {"0100007F"}  # 127.0.0.1, no other interface
 
     job_id = daemon.submit(JOB_SPEC, env=SHORT_RUN)["id"]
-    done = wait_for(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 180,
-                    "the job to finish", on_timeout=daemon.log_tail)
+    done = wait_until(lambda: (j := daemon.job(job_id))["state"] in TERMINAL and j, 180,
+                      "the job to finish", detail=daemon.log_tail)
     assert done["state"] == "succeeded", done["events"]
     secrets_in_clear = {name: value for name, value in secret_env.items()
                         if name != "AWS_EC2_METADATA_DISABLED"}

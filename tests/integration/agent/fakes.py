@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.waiting import wait_until
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 JOB_SCRIPT_DIR = REPO_ROOT / "tests" / "fixtures" / "agent_job"
 
@@ -169,12 +171,8 @@ class FakeDaemon(_Server):
             return [r for r in self.reports if r["phase"] == phase][-1]
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"timed out; phases so far: {self.phases()}")
+        wait_until(predicate, timeout_s, "the agent's reports", interval_s=0.05,
+                   detail=lambda: f"phases so far: {self.phases()}")
 
 
 class AgentProcess:
@@ -200,14 +198,15 @@ class AgentProcess:
     def wait_for_output(self, text: str, timeout_s: float = 15.0) -> None:
         """Wait until the job has printed ``text`` (read from WORK_DIR/job.log, so without
         waiting for a heartbeat to carry it)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def printed() -> bool:
+            exited = self.popen.poll() is not None
             if text in self.job_output():
-                return
-            if self.popen.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"job never printed {text!r}; agent log:\n{self.log()}")
+                return True
+            assert not exited, f"job never printed {text!r}; agent log:\n{self.log()}"
+            return False
+
+        wait_until(printed, timeout_s, f"the job to print {text!r}", interval_s=0.05,
+                   detail=self.log)
 
 
 def job_spec(**env: str) -> dict[str, Any]:

@@ -3,7 +3,6 @@ files local until one lands."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from scheduler.agent.sync import CheckpointSync
@@ -12,6 +11,7 @@ from scheduler.checkpoints import (
     LocalObjectStore,
     list_checkpoints,
 )
+from tests.fixtures.waiting import wait_until
 
 
 class FlakyStore(LocalObjectStore):
@@ -28,11 +28,12 @@ class FlakyStore(LocalObjectStore):
 
 
 def tick_until(sync: CheckpointSync, done, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done() and time.monotonic() < deadline:
-        sync.tick()
-        time.sleep(0.05)
-    assert done()
+    def ticked() -> bool:
+        if not done():
+            sync.tick()
+        return done()
+
+    wait_until(ticked, timeout_s, "the sync to get there")
 
 
 def test_periodic_sync_retries_until_the_store_is_back(tmp_path: Path) -> None:

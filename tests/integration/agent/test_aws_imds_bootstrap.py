@@ -34,6 +34,7 @@ from scheduler.checkpoints import (
 from scheduler.controller.context import AgentBootstrap
 from core.models import Job, JobSpec
 from scheduler.store.agents import AgentTokens
+from tests.fixtures.waiting import file_tail, wait_until
 from tests.integration.agent.fakes import (
     JOB_SCRIPT_DIR,
     REPO_ROOT,
@@ -114,16 +115,6 @@ PYTHONPATH={REPO_ROOT} exec {sys.executable} "$@"
     return bin_dir, calls
 
 
-def _wait(predicate, timeout_s: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    text = log.read_text(errors="replace") if log.exists() else "(no log)"
-    raise AssertionError(f"timed out waiting for {what}; agent log:\n{text[-3000:]}")
-
-
 def test_user_data_boots_the_agent_and_a_spot_notice_commits_in_time(
         tmp_path: Path, base_dir: Path, imds: Ec2Imds, fake_daemon: FakeDaemon, s3_server,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,24 +158,26 @@ def test_user_data_boots_the_agent_and_a_spot_notice_commits_in_time(
 
     # Running: the agent polls spot/instance-action and gets 404 (no notice).
     agent_log, job_log = base_dir / "agent.log", base_dir / "work" / "job.log"
-    _wait(lambda: job_log.exists() and "step 10\n" in job_log.read_text(), 30, "step 10",
-          agent_log)
+    wait_until(lambda: job_log.exists() and "step 10\n" in job_log.read_text(), 30, "step 10",
+               detail=file_tail(agent_log))
     assert fake_daemon.phases()[:3] == ["starting", "restoring", "running"]
     assert {r["_instance_id"] for r in fake_daemon.reports} == {INSTANCE_ID}  # from IMDS
-    _wait(lambda: imds.gets.count(INSTANCE_ACTION) >= 2, 10, "instance-action polls", agent_log)
+    wait_until(lambda: imds.gets.count(INSTANCE_ACTION) >= 2, 10, "instance-action polls",
+               detail=file_tail(agent_log))
     assert imds.notice is None and imds.token_puts >= 2  # curl's token, then the agent's
 
     # A rebalance recommendation is reported; the job keeps running.
     imds.rebalance = {"noticeTime": "2026-11-30T12:00:00Z"}
-    _wait(lambda: any("rebalance recommendation" in (r.get("message") or "")
-                      for r in fake_daemon.reports), 15, "the rebalance note", agent_log)
+    wait_until(lambda: any("rebalance recommendation" in (r.get("message") or "")
+                           for r in fake_daemon.reports), 15, "the rebalance note",
+                           detail=file_tail(agent_log))
     assert "checkpointing" not in fake_daemon.phases()
 
     # The interruption notice: SIGTERM, checkpoint committed to S3, well inside 2 minutes.
     noticed = time.monotonic()
     action_at = imds.set_notice("terminate", in_s=NOTICE_WINDOW_S)
-    _wait(lambda: "checkpointed" in fake_daemon.phases(), NOTICE_WINDOW_S, "the checkpoint",
-          agent_log)
+    wait_until(lambda: "checkpointed" in fake_daemon.phases(), NOTICE_WINDOW_S, "the checkpoint",
+               detail=file_tail(agent_log))
     elapsed_s = time.monotonic() - noticed
     print(f"notice → checkpoint committed and reported: {elapsed_s:.2f} s")
     final = fake_daemon.last("checkpointed")
@@ -198,4 +191,5 @@ def test_user_data_boots_the_agent_and_a_spot_notice_commits_in_time(
     assert restore_latest(store, "job-aws", tmp_path / "restored") is not None
     step = int(saved[0].split("step ")[1].split(",")[0])
     assert json.loads((tmp_path / "restored" / "state.json").read_text()) == {"step": step}
-    _wait(lambda: not _pids_under(base_dir), 15, "the agent to exit", agent_log)
+    wait_until(lambda: not _pids_under(base_dir), 15, "the agent to exit",
+               detail=file_tail(agent_log))

@@ -28,6 +28,7 @@ from scheduler.store.jobs import cap_log_line
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
 from tests.fixtures.redis_server import free_port
+from tests.fixtures.waiting import file_tail, wait_until
 from tests.integration.agent.fakes import REPO_ROOT, FakeImds
 
 SECRET = b"agent-secret"
@@ -57,10 +58,7 @@ class Api:
                                                      log_level="warning", lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert self._server.started, "API did not start"
+        wait_until(lambda: self._server.started, 10, "the API to start")
 
     def stop(self) -> None:
         if self._server is not None:
@@ -111,16 +109,6 @@ def _launch_agent(tmp_path: Path, api: Api, imds: FakeImds, job: Job) -> subproc
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _wait(predicate, timeout_s: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; agent log:\n"
-                         + log.read_text(errors="replace")[-4000:])
-
-
 def _printed(tmp_path: Path) -> list[str]:
     path = tmp_path / "instance" / "job.log"
     return path.read_text().splitlines() if path.exists() else []
@@ -139,17 +127,18 @@ def test_output_printed_while_the_api_was_down_is_delivered_once_in_order_before
     agent = _launch_agent(tmp_path, api, imds, job)
     log = tmp_path / "agent.log"
     try:
-        _wait(lambda: len(store.jobs.logs(job.id)) > 20, 30, "output delivered", log)
+        wait_until(lambda: len(store.jobs.logs(job.id)) > 20, 30, "output delivered",
+                   detail=file_tail(log))
         api.stop()
         printed_before = len(_printed(tmp_path))
         # Several reports' worth of output while nobody answers ...
-        _wait(lambda: len(_printed(tmp_path)) > printed_before + 2500, 60,
-              "output during the outage", log)
+        wait_until(lambda: len(_printed(tmp_path)) > printed_before + 2500, 60,
+                   "output during the outage", detail=file_tail(log))
         # ... then the reclaim notice, still during the outage: the agent stops the job and
         # keeps retrying its final report.
         imds.set_notice("terminate", in_s=120)
-        _wait(lambda: any(line.startswith("stopped after") for line in _printed(tmp_path)), 30,
-              "the job to stop on the notice", log)
+        wait_until(lambda: any(line.startswith("stopped after") for line in _printed(tmp_path)), 30,
+                   "the job to stop on the notice", detail=file_tail(log))
         time.sleep(1.0)
         api.start()
         assert agent.wait(60) == 0, log.read_text(errors="replace")[-4000:]

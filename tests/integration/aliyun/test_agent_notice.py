@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import Job, JobSpec
 from providers.aliyun.launch import render_user_data
 from scheduler.checkpoints import (
     latest_checkpoint_id,
@@ -27,8 +28,8 @@ from scheduler.checkpoints import (
     upload_workdir,
 )
 from scheduler.controller.context import AgentBootstrap
-from core.models import Job, JobSpec
 from scheduler.store.agents import AgentTokens
+from tests.fixtures.waiting import file_tail, wait_until
 from tests.integration.agent.fakes import (
     JOB_SCRIPT_DIR,
     REPO_ROOT,
@@ -48,16 +49,6 @@ def _termination_in(seconds: int) -> tuple[str, datetime]:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ"), at
 
 
-def _wait(predicate, timeout_s: float, what: str, log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    text = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{text}")
-
-
 def test_termination_time_stops_the_job_and_commits_its_checkpoint(
         s3_store_url: str, launch_agent, fake_daemon: FakeDaemon, fake_imds: FakeImds,
         tmp_path: Path) -> None:
@@ -65,7 +56,7 @@ def test_termination_time_stops_the_job_and_commits_its_checkpoint(
     upload_workdir(store, "job-ali", JOB_SCRIPT_DIR)
     agent = launch_agent(s3_store_url, "job-ali", 1, job_spec(), flavor="aliyun")
     agent.wait_for_output("step 10\n")
-    _wait(lambda: fake_imds.gets.count(TERMINATION_PATH) >= 2, 10, "notice polls (404)")
+    wait_until(lambda: fake_imds.gets.count(TERMINATION_PATH) >= 2, 10, "notice polls (404)")
     assert fake_imds.token_puts == 0  # ECS metadata: no IMDSv2 session token
 
     noticed = time.monotonic()
@@ -188,15 +179,18 @@ def test_user_data_boots_the_agent_from_ecs_metadata(
         INSTANCE_ID, "aliyun", ecs_metadata.base_url)
 
     job_log = base_dir / "work" / "job.log"
-    _wait(lambda: job_log.exists() and "step 10\n" in job_log.read_text(), 30, "step 10",
-          agent_log)
+    wait_until(lambda: job_log.exists() and "step 10\n" in job_log.read_text(), 30, "step 10",
+               detail=file_tail(agent_log))
     assert {r["_instance_id"] for r in fake_daemon.reports} == {INSTANCE_ID}
-    _wait(lambda: ecs_metadata.gets.count(TERMINATION_PATH) >= 2, 10, "notice polls", agent_log)
+    wait_until(lambda: ecs_metadata.gets.count(TERMINATION_PATH) >= 2, 10, "notice polls",
+               detail=file_tail(agent_log))
 
     text, action_at = _termination_in(NOTICE_WINDOW_S)
     ecs_metadata.aliyun_termination_time = text
-    _wait(lambda: "checkpointed" in fake_daemon.phases(), 60, "the checkpoint", agent_log)
+    wait_until(lambda: "checkpointed" in fake_daemon.phases(), 60, "the checkpoint",
+               detail=file_tail(agent_log))
     final = fake_daemon.last("checkpointed")
     assert final["checkpoint_id"] == latest_checkpoint_id(open_store(store_url), "job-ecs")
     assert datetime.fromisoformat(final["at"]) < action_at
-    _wait(lambda: not _pids_under(base_dir), 15, "the agent to exit", agent_log)
+    wait_until(lambda: not _pids_under(base_dir), 15, "the agent to exit",
+               detail=file_tail(agent_log))

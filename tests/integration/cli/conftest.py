@@ -8,7 +8,6 @@ import json
 import queue
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobSpec, JobState, utcnow
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from tests.fixtures.waiting import wait_until
 
 TOKEN = "user-token"
 
@@ -44,9 +44,7 @@ def served(redis_client, tmp_path, monkeypatch) -> Served:
                                            log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: server.started, 10, "the API to start")
     home = tmp_path / "home"
     home.mkdir()
     url = f"http://127.0.0.1:{port}"

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from scheduler.cli.main import app as cli
 from core.models import JobState, PlacementEnd
 from scheduler.store import StaleJobError
+from tests.fixtures.waiting import wait_until
 from tests.integration.observability.conftest import TOKEN, end, place, submit
 
 
@@ -93,9 +94,7 @@ def served(api, tmp_path, monkeypatch):
                                            log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: server.started, 10, "the API to start")
     home = tmp_path / "home"
     home.mkdir()
     (home / "daemon.json").write_text(json.dumps({"api_url": f"http://127.0.0.1:{port}"}))

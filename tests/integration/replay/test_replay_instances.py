@@ -17,6 +17,7 @@ from providers.replay import procs
 from providers.replay.instances import ReplayCloud
 from providers.replay.market import load_market
 from core.models import InstanceState
+from tests.fixtures.waiting import wait_until
 
 STANDIN_AGENT = Path(__file__).with_name("standin_agent.py")
 BODY = {"offer": {"provider": "replay", "region": "r1", "zone": "r1a", "instance_type": "steady",
@@ -48,13 +49,12 @@ def _cloud(market_file: Path, state_dir: Path, clouds: list[ReplayCloud]) -> Rep
 
 def _starts(work_dir: str, expected: int) -> list[str]:
     log = Path(work_dir) / "starts.log"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def started() -> list[str]:
         lines = log.read_text().split() if log.exists() else []
-        if len(lines) >= expected:
-            return lines
-        time.sleep(0.05)
-    raise AssertionError(f"{log}: expected {expected} agent start(s)")
+        return lines if len(lines) >= expected else []
+
+    return wait_until(started, 10, f"{expected} agent start(s) in {log}")
 
 
 def test_retry_starts_agent_never_started(market_file: Path, tmp_path: Path,
