@@ -92,17 +92,8 @@ def simulate(
 ) -> None:
     """Simulate a job on a replayed market under our policy and the baselines."""
     spec = _load_spec(job_file)
-    if spec.deadline is not None and deadline_hours is None:
-        err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
-                  "after the simulated start); an absolute time means nothing on a replayed clock")
-        raise typer.Exit(2)
-    compute_hours = spec.expected_hours if compute_hours is None else compute_hours
-    if compute_hours is None:
-        err.print("[bold red]error:[/] compute hours unknown: give --compute-hours or set "
-                  "expected_hours in the job spec")
-        raise typer.Exit(2)
-    if budget_usd is None:
-        budget_usd = math.inf if spec.budget_usd is None else spec.budget_usd
+    compute_hours, budget_usd = _hours_and_budget(spec, compute_hours, deadline_hours,
+                                                  budget_usd)
     from providers.replay.market import MarketError
     from scheduler.simulator.simulate import SimJob
     from scheduler.simulator.market import SimulationError
@@ -116,10 +107,9 @@ def simulate(
         raise typer.Exit(2)
     from scheduler.simulator.runner import summary_row
     rows = [summary_row(name, comp) for name in names]
-    notes = _notes(comp)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        for note in notes:   # stdout stays JSON
+        for note in _notes(comp):   # stdout stays JSON
             typer.echo(f"note: {note}", err=True)
         return
     title = (f"{spec.name}: {compute_hours:g} h of compute on {replay.name}"
@@ -127,6 +117,31 @@ def simulate(
              f"{f', budget ${budget_usd:,.2f}' if math.isfinite(budget_usd) else ''}; "
              f"{len(starts)} run(s) from market hour {start_h:g}"
              f"{' (random starts)' if runs > 1 else ''}")
+    _print_outcomes(title, rows, comp, names, budget_usd)
+
+
+def _hours_and_budget(spec: JobSpec, compute_hours: float | None, deadline_hours: float | None,
+                      budget_usd: float | None) -> tuple[float, float]:
+    """The compute hours (the option, else the spec's ``expected_hours``) and the budget in USD
+    (the option, else the spec's, else infinite). Exits 2 when the hours are unknown or the
+    spec has an absolute deadline and no ``--deadline-hours`` replaces it."""
+    if spec.deadline is not None and deadline_hours is None:
+        err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
+                  "after the simulated start); an absolute time means nothing on a replayed clock")
+        raise typer.Exit(2)
+    compute_hours = spec.expected_hours if compute_hours is None else compute_hours
+    if compute_hours is None:
+        err.print("[bold red]error:[/] compute hours unknown: give --compute-hours or set "
+                  "expected_hours in the job spec")
+        raise typer.Exit(2)
+    if budget_usd is None:
+        budget_usd = math.inf if spec.budget_usd is None else spec.budget_usd
+    return compute_hours, budget_usd
+
+
+def _print_outcomes(title: str, rows: list[dict], comp, names: list[str],
+                    budget_usd: float) -> None:
+    """The policies' table, its legend, the notes and (with a budget) the alerts table."""
     budgeted = math.isfinite(budget_usd)
     console.print(_table(rows, title, budgeted))
     console.print("USD: mean cost; ÷OD: cost / all on-demand (without budget); end h: mean finish "
@@ -135,7 +150,7 @@ def simulate(
                      "there); " if budgeted else "")
                   + "moves: migrations; reclaims: preemptions; vs opt: above the omniscient "
                   "optimum", style="dim")
-    for note in notes:
+    for note in _notes(comp):
         console.print(f"note: {note}", highlight=False)
     if budgeted:
         console.print(_alert_table(comp, names, budget_usd))
