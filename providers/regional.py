@@ -306,10 +306,10 @@ def parse_each(items: Iterable[Any], parse: Callable[[Any], T | None]) -> tuple[
 
 
 def aware_utc(value: datetime | str) -> datetime:
-    """An aware datetime or an ISO-8601 string (``…Z``, minutes-only allowed) → aware UTC;
-    naive values are taken as UTC. Raises ``ValueError`` on an unreadable string."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    """A datetime, or an ISO-8601 text (``…Z``; ECS also writes minutes only, ``04:04Z``) →
+    aware UTC; naive values are taken as UTC. Raises ``ValueError`` on unreadable text."""
+    if not isinstance(value, datetime):
+        value = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 

@@ -7,10 +7,10 @@ tokens and ownership tags.
 - :mod:`.launch`: pure launch request → ``RunInstances`` parameters and user data.
 - :mod:`.tracking`: what the adapter remembers of instances ECS no longer lists.
 - :mod:`.cache`: named TTLs. :mod:`.settings`: the config model.
-- :mod:`.provider`: :class:`AliyunProvider`, the Provider protocol.
+- :mod:`.provider`: :class:`AliyunProvider` on :mod:`providers.regional`.
 """
 
-from providers.aliyun.provider import AliyunProvider, CheckResult
+from providers.aliyun.provider import AliyunProvider
 from providers.aliyun.settings import AliyunLaunchSettings, AliyunSettings
 
-__all__ = ["AliyunLaunchSettings", "AliyunProvider", "AliyunSettings", "CheckResult"]
+__all__ = ["AliyunLaunchSettings", "AliyunProvider", "AliyunSettings"]

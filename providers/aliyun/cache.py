@@ -1,13 +1,7 @@
-"""Named TTLs of the Alibaba Cloud adapter's caches (Karpenter's ``pkg/cache``).
-
-Every TTL is wall-clock seconds with the reason for its value. The cache object itself is the
-shared :class:`providers.cache.TTLCache` (thread-safe, keeps the last good value when a refresh
-fails).
-"""
+"""Named TTLs of the Alibaba Cloud adapter's caches (the cache object is the shared
+:class:`providers.cache.TTLCache`). Wall-clock seconds, each with the reason for its value."""
 
 from __future__ import annotations
-
-from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
 
 # The region list changes when Alibaba opens a region: a day keeps DescribeRegions to one call.
 REGIONS_TTL_S = 24 * 3600.0
@@ -21,12 +15,6 @@ AVAILABLE_RESOURCES_TTL_S = 120.0
 ON_DEMAND_PRICES_TTL_S = 12 * 3600.0
 # DescribeSpotAdvice rates are 30-day averages: refreshing hourly changes nothing that matters.
 SPOT_ADVICE_TTL_S = 3600.0
-# An offer that failed with a capacity error is reported unavailable for as long as the
-# controller skips it (scheduler.timing).
-UNAVAILABLE_OFFER_TTL = float(UNAVAILABLE_OFFER_TTL_S)
-# A region whose poll fails keeps its last good offers for at most this long (the store's
-# OFFERS_TTL_S is 1 h too; older offers would mislead placement).
-LAST_GOOD_OFFERS_MAX_AGE_S = 3600.0
 # The current spot price is the latest DescribeSpotPriceHistory record of the last 3 hours:
 # the API's own default window, and ECS writes a record per zone at least hourly.
 CURRENT_SPOT_WINDOW_S = 3 * 3600.0
@@ -37,16 +25,3 @@ RELEASED_INSTANCE_MEMORY_S = 3600.0
 # A just-launched instance may take a moment to show in DescribeInstances; until then (at most
 # this long) it is reported pending rather than gone.
 LAUNCH_VISIBILITY_GRACE_S = 120.0
-
-__all__ = [
-    "AVAILABLE_RESOURCES_TTL_S",
-    "CURRENT_SPOT_WINDOW_S",
-    "INSTANCE_TYPES_TTL_S",
-    "LAST_GOOD_OFFERS_MAX_AGE_S",
-    "LAUNCH_VISIBILITY_GRACE_S",
-    "ON_DEMAND_PRICES_TTL_S",
-    "REGIONS_TTL_S",
-    "RELEASED_INSTANCE_MEMORY_S",
-    "SPOT_ADVICE_TTL_S",
-    "UNAVAILABLE_OFFER_TTL",
-]

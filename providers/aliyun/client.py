@@ -32,7 +32,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -67,6 +66,7 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
+from providers.regional import RequestCounter, chunks, install_log_redaction
 
 PROVIDER = "aliyun"
 CONNECT_TIMEOUT_S = 5
@@ -129,34 +129,11 @@ _MESSAGE_MAX = 400
 log = logging.getLogger(__name__)
 
 
-# ----- secrets out of the SDK's logs ----------------------------------------------------------
-class _RedactRequests(logging.Filter):
-    """Drops SDK records that would print request parameters or URLs: ``UserData`` (the agent's
-    token and store credentials), ``AccessKeyId`` and ``Signature``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            text = record.getMessage()
-        except Exception:  # noqa: BLE001 (a record we cannot render is not worth the risk)
-            return False
-        return not any(word in text for word in ("UserData", "AccessKeyId", "Signature="))
-
-
-_REDACTION_INSTALLED = False
-_MODULE_LOCK = threading.Lock()
-
-
-def install_log_redaction() -> None:
-    """Attach :class:`_RedactRequests` to the SDK loggers that print requests (idempotent;
-    thread-safe)."""
-    global _REDACTION_INSTALLED
-    with _MODULE_LOCK:
-        if _REDACTION_INSTALLED:
-            return
-        for name in ("aliyunsdkcore.client", "aliyunsdkcore.http.http_response",
-                     "aliyunsdkcore.vendored.requests.packages.urllib3.connectionpool"):
-            logging.getLogger(name).addFilter(_RedactRequests())
-        _REDACTION_INSTALLED = True
+# SDK records that would print request parameters or URLs are dropped: ``UserData`` (the
+# agent's token and store credentials), ``AccessKeyId`` and ``Signature``.
+_REDACTED_LOGGERS = ("aliyunsdkcore.client", "aliyunsdkcore.http.http_response",
+                     "aliyunsdkcore.vendored.requests.packages.urllib3.connectionpool")
+_REDACTED_WORDS = ("UserData", "AccessKeyId", "Signature=")
 
 
 # ----- errors ---------------------------------------------------------------------------------
@@ -203,40 +180,9 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, TransientError)
 
 
-class RequestCounter:
-    """HTTP requests sent (retries included) per ECS action. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def add(self, action: str) -> None:
-        with self._lock:
-            self._counts[action] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-
 def ecs_time(value: datetime) -> str:
     """An aware datetime → ``yyyy-MM-ddTHH:mm:ssZ`` (UTC), the format ECS time parameters take."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for value in values:
-        batch.append(value)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 class AliyunClient:
@@ -262,7 +208,7 @@ class AliyunClient:
                  retry_base_wait_s: float = 0.5, retry_max_wait_s: float = 20.0,
                  environ: Mapping[str, str] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        install_log_redaction()
+        install_log_redaction(_REDACTED_LOGGERS, _REDACTED_WORDS)
         self.regions = list(regions)
         self.ecs_ram_role = ecs_ram_role
         self._environ = environ if environ is not None else os.environ
@@ -429,7 +375,7 @@ class AliyunClient:
         ``InstanceType``, ``InterruptionRate`` (percent), ``InterruptRateDesc``,
         ``AverageSpotDiscount``. Raises mapped errors."""
         zones: list[dict[str, Any]] = []
-        for batch in _chunks(sorted(set(instance_types)), ADVICE_TYPES_PER_REQUEST):
+        for batch in chunks(sorted(set(instance_types)), ADVICE_TYPES_PER_REQUEST):
             params = {f"InstanceTypes.{i}": t for i, t in enumerate(batch, start=1)}
             answer = self.call(region, "DescribeSpotAdvice", params)
             zones += (answer.get("AvailableSpotZones") or {}).get("AvailableSpotZone") or []
@@ -461,7 +407,7 @@ class AliyunClient:
         for i, (key, value) in enumerate((tags or {}).items(), start=1):
             base[f"Tag.{i}.Key"], base[f"Tag.{i}.Value"] = key, value
         batches: Iterable[list[str] | None] = (
-            _chunks(instance_ids, INSTANCES_PAGE) if instance_ids is not None else [None])
+            chunks(instance_ids, INSTANCES_PAGE) if instance_ids is not None else [None])
         for batch in batches:
             params = dict(base, InstanceIds=json.dumps(batch) if batch is not None else None)
             token: str | None = None

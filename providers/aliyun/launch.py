@@ -24,9 +24,9 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
+from core.models import Market, Offer
 from providers import bootstrap
 from providers.bootstrap import AGENT_BASE_DIR, env_file_text  # noqa: F401 (re-exported)
-from scheduler.models import Market, Offer
 
 # Tag rules of ECS: keys 1-128 characters, values up to 128, neither starting with "aliyun" or
 # "acs:", no "http://" or "https://"; at most 20 tags per instance.

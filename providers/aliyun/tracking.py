@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.models import Instance, InstanceState, PreemptionNotice
 from providers.aliyun.cache import LAUNCH_VISIBILITY_GRACE_S, RELEASED_INSTANCE_MEMORY_S
 from providers.aliyun.translate import recycling_notice
-from scheduler.models import Instance, InstanceState, PreemptionNotice
 
 
 @dataclass
@@ -49,11 +49,6 @@ class InstanceTracker:
         self._clock = clock
         self._lock = threading.Lock()
         self._by_id: dict[str, _Tracked] = {}
-
-    def region_of(self, instance_id: str) -> str | None:
-        with self._lock:
-            tracked = self._by_id.get(instance_id)
-            return tracked.region if tracked else None
 
     def launched(self, instance: Instance, region: str) -> None:
         """Remember an instance ``RunInstances`` just made (possibly not listed yet)."""

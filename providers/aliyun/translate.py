@@ -30,10 +30,10 @@ import fnmatch
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.models import (
+from core.models import (
     Instance,
     InstanceState,
     Market,
@@ -42,6 +42,7 @@ from scheduler.models import (
     PreemptionNotice,
     PriceObservation,
 )
+from providers.regional import aware_utc, parse_each
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -117,15 +118,6 @@ def _number(value: Any, field: str) -> float:
     return number
 
 
-def parse_time(value: str) -> datetime:
-    """An ECS time (``2019-11-19T06:00:00Z``, or ``2017-12-10T04:04Z`` as DescribeInstances
-    writes ``CreationTime``) → aware UTC. Raises ``ValueError``."""
-    text = str(value).strip().replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(
-        UTC)
-
-
 # ----- instance types ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GpuInstanceType:
@@ -184,19 +176,9 @@ def gpu_instance_types(infos: Iterable[dict[str, Any]], patterns: Iterable[str] 
     of ``patterns`` (``*`` wildcards; none = all). Returns (types, number skipped as
     malformed)."""
     wanted = list(patterns)
-    out: dict[str, GpuInstanceType] = {}
-    skipped = 0
-    for info in infos:
-        try:
-            gpu = gpu_instance_type(info)
-        except ValueError:
-            skipped += 1
-            continue
-        if gpu is None or (wanted and not any(fnmatch.fnmatchcase(gpu.instance_type, p)
-                                              for p in wanted)):
-            continue
-        out[gpu.instance_type] = gpu
-    return out, skipped
+    gpus, skipped = parse_each(infos, gpu_instance_type)
+    return {gpu.instance_type: gpu for gpu in gpus if not wanted or any(
+        fnmatch.fnmatchcase(gpu.instance_type, p) for p in wanted)}, skipped
 
 
 def zones_by_type(available_zones: Iterable[dict[str, Any]]) -> dict[str, tuple[str, ...]]:
@@ -238,7 +220,7 @@ def spot_price(record: dict[str, Any], currency: str | None, region: str,
     ``region``."""
     try:
         zone, itype = str(record["ZoneId"]), str(record["InstanceType"])
-        at = parse_time(record["Timestamp"])
+        at = aware_utc(record["Timestamp"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"spot price record missing or bad field: {exc}") from None
     if not zone.startswith(region):
@@ -254,23 +236,7 @@ def spot_prices(records: Iterable[tuple[dict[str, Any], str | None]], region: st
                 currencies: Currencies) -> tuple[list[SpotPrice], int]:
     """Parse every (record, currency) (lazily consumed); returns (prices, number skipped as
     malformed, see :func:`spot_price`)."""
-    out, skipped = [], 0
-    for record, currency in records:
-        try:
-            out.append(spot_price(record, currency, region, currencies))
-        except ValueError:
-            skipped += 1
-    return out, skipped
-
-
-def latest_spot_prices(prices: Iterable[SpotPrice]) -> dict[tuple[str, str], SpotPrice]:
-    """(zone, instance type) → its most recent :class:`SpotPrice` (the price in effect now)."""
-    latest: dict[tuple[str, str], SpotPrice] = {}
-    for p in prices:
-        key = (p.zone, p.instance_type)
-        if key not in latest or p.at > latest[key].at:
-            latest[key] = p
-    return latest
+    return parse_each(records, lambda pair: spot_price(pair[0], pair[1], region, currencies))
 
 
 def on_demand_price(price: dict[str, Any], currencies: Currencies) -> tuple[float, str]:
@@ -348,10 +314,10 @@ def advice_risks(zones: Iterable[dict[str, Any]]) -> dict[tuple[str | None, str]
     return out
 
 
-def risk_for(risks: Mapping[tuple[str | None, str], float], zone: str, instance_type: str,
-             unknown: float) -> float:
-    """The zone's own risk, else the region-wide one, else ``unknown``."""
-    return risks.get((zone, instance_type), risks.get((None, instance_type), unknown))
+def risk_for(risks: Mapping[tuple[str | None, str], float], zone: str,
+             instance_type: str) -> float | None:
+    """The zone's own risk, else the region-wide one, else None (unrated)."""
+    return risks.get((zone, instance_type), risks.get((None, instance_type)))
 
 
 # ----- offers --------------------------------------------------------------------------------
@@ -360,7 +326,7 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
                  on_demand: Mapping[str, tuple[float, str]],
                  spot: Mapping[tuple[str, str], SpotPrice],
                  risks: Mapping[tuple[str | None, str], float], currencies: Currencies, *,
-                 unknown_risk: float, observed_at: datetime,
+                 observed_at: datetime,
                  launchable_zones: Iterable[str] | None = None
                  ) -> tuple[list[tuple[Offer, NativePrice]], list[str]]:
     """The offers of one region, each with its :class:`NativePrice`.
@@ -369,7 +335,7 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
     - **on_demand**: type → (list price, currency) from ``DescribePrice``; a zone's latest
       ``OriginPrice`` stands in when the type has none.
     - **spot**: (zone, type) → latest spot record; a spot offer needs one.
-    - **risks**: see :func:`advice_risks`; types without advice get ``unknown_risk``.
+    - **risks**: see :func:`advice_risks`; types without advice are unrated (None).
       On-demand offers carry 0.
     - **launchable_zones**: when given, only these zones are offered (zones with a vSwitch).
 
@@ -391,7 +357,7 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
                 try:
                     pair = _offer(market, zone, itype, hardware, on_demand.get(itype),
                                   spot.get((zone, itype)), currencies, observed_at,
-                                  risk_for(risks, zone, itype, unknown_risk))
+                                  risk_for(risks, zone, itype))
                 except ValueError as exc:
                     warnings.add(str(exc))
                     continue
@@ -402,7 +368,7 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
 
 def _offer(market: Market, zone: str, itype: str, hardware: dict[str, Any],
            list_price: tuple[float, str] | None, spot: SpotPrice | None,
-           currencies: Currencies, observed_at: datetime, risk: float
+           currencies: Currencies, observed_at: datetime, risk: float | None
            ) -> tuple[Offer, NativePrice] | None:
     od_native: tuple[float, str] | None = list_price
     if od_native is None and spot is not None and spot.origin is not None:
@@ -478,7 +444,7 @@ def instance_from_api(raw: dict[str, Any], region: str, *, client_token_tag: str
     try:
         instance_id, itype = str(raw["InstanceId"]), str(raw["InstanceType"])
         zone, status = str(raw["ZoneId"]), str(raw["Status"])
-        launched_at = parse_time(raw["CreationTime"])
+        launched_at = aware_utc(raw["CreationTime"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"ECS instance missing or bad field: {exc!r}") from None
     if status not in STATES:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.models import Market, Offer
 from providers.aliyun.launch import (
     CLIENT_TOKEN_TAG,
     METADATA_URL,
@@ -15,7 +16,6 @@ from providers.aliyun.launch import (
     run_instances_params,
     tag_params,
 )
-from core.models import Market, Offer
 
 AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
 

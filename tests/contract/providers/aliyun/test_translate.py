@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.models import InstanceState, Market
 from providers.aliyun import translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
-from core.models import InstanceState, Market
+from providers.regional import latest_spot_prices
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,
@@ -84,7 +85,7 @@ def test_documented_spot_price_history_in_cny_converts_to_usd() -> None:
     records = [(r, answer["Currency"]) for r in answer["SpotPrices"]["SpotPriceType"]]
     prices, skipped = translate.spot_prices(records, "cn-hangzhou", CNY)
     assert skipped == 0 and len(prices) == 2
-    latest = translate.latest_spot_prices(prices)[("cn-hangzhou-g", "ecs.g5.large")]
+    latest = latest_spot_prices(prices)[("cn-hangzhou-g", "ecs.g5.large")]
     assert (latest.spot, latest.origin, latest.currency) == (0.036, 0.354, "CNY")
     assert latest.at == datetime(2019, 11, 19, 7, tzinfo=UTC)
     observations, no_rate = translate.price_observations(
@@ -126,8 +127,8 @@ def test_documented_spot_advice_applies_region_wide() -> None:
     risks = translate.advice_risks(zones)
     # The documented answer lists the resource in an entry without ZoneId.
     assert risks == {(None, "ecs.c5.large"): 0.0}
-    assert translate.risk_for(risks, "cn-hangzhou-i", "ecs.c5.large", 0.25) == 0.0
-    assert translate.risk_for(risks, "cn-hangzhou-i", "ecs.g5.large", 0.25) == 0.25
+    assert translate.risk_for(risks, "cn-hangzhou-i", "ecs.c5.large") == 0.0
+    assert translate.risk_for(risks, "cn-hangzhou-i", "ecs.g5.large") is None  # unrated
 
 
 @pytest.mark.parametrize("resource, risk", [
@@ -151,7 +152,7 @@ def test_offers_priced_in_usd_with_native_prices() -> None:
              Market.SPOT: {GN6I: ("cn-hangzhou-h", "cn-hangzhou-i")}}
     pairs, warnings = translate.build_offers(
         REGION, types, zones, {GN6I: (11.58, "CNY")}, spot,
-        {("cn-hangzhou-h", GN6I): 0.025}, CNY, unknown_risk=0.25, observed_at=AT,
+        {("cn-hangzhou-h", GN6I): 0.025}, CNY, observed_at=AT,
         launchable_zones=["cn-hangzhou-h", "cn-hangzhou-i"])
     assert warnings == []
     by_key = {o.key.series(): (o, n) for o, n in pairs}
@@ -168,12 +169,12 @@ def test_offers_priced_in_usd_with_native_prices() -> None:
     assert od.interruption_risk == 0.0 and od.market is Market.ON_DEMAND
     # A zone without a vSwitch is not offered when launching is configured; no rate → warning.
     only_h = translate.build_offers(REGION, types, zones, {GN6I: (11.58, "CNY")}, spot, {}, CNY,
-                                    unknown_risk=0.25, observed_at=AT,
+                                    observed_at=AT,
                                     launchable_zones=["cn-hangzhou-h"])[0]
     assert {o.zone for o, _ in only_h} == {"cn-hangzhou-h"}
-    assert {o.interruption_risk for o, _ in only_h if o.market is Market.SPOT} == {0.25}
+    assert {o.interruption_risk for o, _ in only_h if o.market is Market.SPOT} == {None}  # no advice: unrated
     none, warnings = translate.build_offers(REGION, types, zones, {GN6I: (11.58, "CNY")}, spot,
-                                            {}, USD, unknown_risk=0.25, observed_at=AT)
+                                            {}, USD, observed_at=AT)
     assert none == [] and "no exchange rate for CNY" in warnings[0]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from botocore.stub import ANY, Stubber
 
+from core.models import TAG_JOB, TAG_OWNER, Market, Offer
 from providers.aws import AwsProvider, AwsSettings
 from providers.aws.launch import (
     env_file_text,
@@ -20,7 +21,6 @@ from providers.aws.launch import (
 )
 from providers.base import LaunchRequest
 from providers.errors import AuthError, CapacityError, ProviderError, QuotaError
-from core.models import TAG_JOB, TAG_OWNER, Market, Offer
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 SECRET = "agent-token-and-store-secret-0123456789"

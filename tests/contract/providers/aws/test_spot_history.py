@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from providers.aws.translate import RISK_BY_BUCKET
-from providers.regional import aware_utc
-from providers.errors import AuthError
 from core.models import Market
+from providers.aws.translate import RISK_BY_BUCKET
+from providers.errors import AuthError
+from providers.regional import aware_utc
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from core.models import InstanceState, Market
 from providers.aws import translate
 from providers.regional import latest_spot_prices
-from core.models import InstanceState, Market
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,
