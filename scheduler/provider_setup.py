@@ -1,6 +1,5 @@
-"""Which provider adapters the daemon runs, from its config file.
-
-``GA_HOME/config.yaml`` (or ``schedctl daemon --config PATH``)::
+"""Which provider adapters the daemon runs: the ``providers`` list of its config file
+(:mod:`scheduler.daemon_config` reads the file)::
 
     providers:
       - kind: replay                 # a replayed market (the embedded default)
@@ -14,13 +13,6 @@ Every provider name is served by one entry, real sources first: a replayed marke
 ``gcp`` next to a ``gcp`` catalog lists its imitation as ``gcp-replay``; a catalog next to that
 cloud's own adapter is listed as ``aws-catalog``; two cloud adapters may not serve one name.
 
-Budgets (optional, same file): per-user limits in USD, applied to every job whose spec has that
-``owner``, and a webhook that receives each budget alert (80, 90, 100 %) as a JSON POST
-(``GA_BUDGET_WEBHOOK_URL`` overrides it)::
-
-    budgets: {alice: 500, bob: 120.5}
-    budget_webhook: https://hooks.example.com/gpu-budget
-
 With no config file the daemon runs the replayed example market. Each kind registers a factory
 in :data:`FACTORIES`: it receives the entry (a mapping, ``kind`` included), the folder of the
 config file and the daemon's home, validates the entry with its own strict model and returns a
@@ -31,28 +23,26 @@ entry, the field and the problem.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from providers.aliyun.settings import AliyunSettings
-from providers.aws.settings import AwsSettings
-from providers.base import Provider
 from core.config import examples_dir, shared_data_dir
 from core.models import StrictModel, format_validation_error
-from core.models.base import Number
+from providers.aliyun.settings import AliyunSettings
+from providers.aws.settings import AwsSettings
+from providers.base import Provider, Renames
+from scheduler.daemon_config import ConfigError
 
 Factory = Callable[[dict[str, Any], Path, Path], Provider]
 log = logging.getLogger(__name__)
 
 
-class ProviderConfigError(ValueError):
-    """The daemon config file or one of its provider entries is invalid."""
+class ProviderConfigError(ConfigError):
+    """A provider entry of the daemon config is invalid, or two entries clash."""
 
 
 class ReplayConfig(StrictModel):
@@ -121,15 +111,20 @@ def _secret_like_fields(entry: dict[str, Any], prefix: str = "") -> list[str]:
     return found
 
 
-def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
-    from providers.aws import AwsProvider
-
+def _refuse_credentials(entry: dict[str, Any], where_they_go: str) -> None:
     secrets = _secret_like_fields(entry)
     if secrets:
         raise ProviderConfigError(
             f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
-            "(value not shown); use boto3's standard chain: AWS_ACCESS_KEY_ID/"
-            "AWS_SECRET_ACCESS_KEY, ~/.aws/credentials with 'profile', SSO or an instance role")
+            f"(value not shown); {where_they_go}")
+
+
+def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
+    from providers.aws import AwsProvider
+
+    _refuse_credentials(entry, "use boto3's standard chain: AWS_ACCESS_KEY_ID/"
+                        "AWS_SECRET_ACCESS_KEY, ~/.aws/credentials with 'profile', SSO or an "
+                        "instance role")
     return AwsProvider(AwsConfig.model_validate(entry), home / "aws")
 
 
@@ -158,12 +153,9 @@ class AliyunConfig(AliyunSettings):
 def _aliyun(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     from providers.aliyun import AliyunProvider
 
-    secrets = _secret_like_fields(entry)
-    if secrets:
-        raise ProviderConfigError(
-            f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
-            "(value not shown); set ALIBABA_CLOUD_ACCESS_KEY_ID/ALIBABA_CLOUD_ACCESS_KEY_SECRET "
-            "in the daemon's environment, or use ecs_ram_role on ECS")
+    _refuse_credentials(entry, "set ALIBABA_CLOUD_ACCESS_KEY_ID/"
+                        "ALIBABA_CLOUD_ACCESS_KEY_SECRET in the daemon's environment, or use "
+                        "ecs_ram_role on ECS")
     return AliyunProvider(AliyunConfig.model_validate(entry))
 
 
@@ -191,80 +183,10 @@ def default_entries() -> list[dict[str, Any]]:
     return [{"kind": "replay", "market": str(examples_dir() / "market.yaml")}]
 
 
-def load_config_file(path: Path) -> list[dict[str, Any]]:
-    """The ``providers`` list of a daemon config file. Raises :class:`ProviderConfigError`."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ProviderConfigError(f"{path}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise ProviderConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("providers"), list) or not raw["providers"]:
-        raise ProviderConfigError(f"{path}: needs a non-empty 'providers' list")
-    unknown = set(raw) - {"providers", *BudgetConfig.model_fields}
-    if unknown:
-        raise ProviderConfigError(f"{path}: unknown top-level field(s) {sorted(unknown)}; "
-                                  f"allowed: providers, {', '.join(BudgetConfig.model_fields)}")
-    _budget_config(raw, path)  # refused at start, not when the first alert is due
-    return raw["providers"]
-
-
-_OWNER_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
-
-
-class BudgetConfig(StrictModel):
-    """The ``budgets`` (owner → USD, > 0) and ``budget_webhook`` (http(s) URL) of the config."""
-
-    budgets: dict[str, Number] = Field(default_factory=dict)
-    budget_webhook: str | None = None
-
-    @field_validator("budgets")
-    @classmethod
-    def _limits(cls, value: dict[str, float]) -> dict[str, float]:
-        for owner, usd in value.items():
-            if not _OWNER_RE.match(owner):
-                raise ValueError(f"{owner!r}: owners are 1-63 lowercase letters, digits, '.', "
-                                 "'_' or '-' (as in a job spec's owner)")
-            if not usd > 0 or usd == float("inf"):
-                raise ValueError(f"{owner!r}: the limit must be a positive number of USD")
-        return value
-
-    @field_validator("budget_webhook")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
-
-
-def _budget_config(raw: dict[str, Any], path: Path) -> BudgetConfig:
-    try:
-        return BudgetConfig.model_validate({k: raw[k] for k in BudgetConfig.model_fields
-                                            if raw.get(k) is not None})
-    except ValidationError as exc:
-        raise ProviderConfigError(f"{path}: {format_validation_error(exc)}") from None
-
-
-def load_budget_config(path: Path | None, env: dict[str, str] | None = None) -> BudgetConfig:
-    """Budgets of the config file at ``path`` (none when ``path`` is ``None`` or missing), the
-    webhook overridden by ``GA_BUDGET_WEBHOOK_URL`` from ``env`` (default ``os.environ``).
-    Raises :class:`ProviderConfigError`."""
-    raw: dict[str, Any] = {}
-    if path is not None and path.is_file():
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ProviderConfigError(f"{path}: not valid YAML: {exc}") from None
-        raw = loaded if isinstance(loaded, dict) else {}
-    url = (os.environ if env is None else env).get("GA_BUDGET_WEBHOOK_URL")
-    if url:
-        raw = {**raw, "budget_webhook": url}
-    return _budget_config(raw, path or Path("GA_BUDGET_WEBHOOK_URL"))
-
-
 def provider_names(provider: Provider) -> set[str]:
-    """The ``Offer.provider`` names an adapter serves (a replayed market may imitate several)."""
-    return set(getattr(provider, "provider_names", None) or {provider.name})
+    """The ``Offer.provider`` names an adapter serves (a replayed market may imitate several):
+    ``provider.provider_names``, as a set."""
+    return set(provider.provider_names)
 
 
 def _describe(entry: dict[str, Any]) -> str:
@@ -279,17 +201,19 @@ def _separate_names(entries: list[dict[str, Any]], adapters: list[Provider]) -> 
     cloud's name to any real source (or an earlier market), as ``<name>-replay``. Each rename
     is logged. Adapters' own ``name`` (poller leases, metrics) is made unique too
     (``catalog-2``). Raises :class:`ProviderConfigError`."""
-    from providers.catalog.provider import CatalogProvider
     from providers.replay.provider import ReplayProvider
 
     def rank(adapter: Provider) -> int:
-        return 2 if isinstance(adapter, ReplayProvider) else 1 if isinstance(adapter, CatalogProvider) else 0
+        # 0: a real source (keeps its names); 1: display only (catalogs); 2: an imitation.
+        if not isinstance(adapter, Renames):
+            return 0
+        return 2 if isinstance(adapter, ReplayProvider) else 1
 
     owner: dict[str, int] = {}
     for i, adapter in enumerate(adapters):
         if rank(adapter) != 0:
             continue
-        for name in sorted(provider_names(adapter)):
+        for name in sorted(adapter.provider_names):
             if name in owner:
                 j = owner[name]
                 raise ProviderConfigError(
@@ -300,12 +224,12 @@ def _separate_names(entries: list[dict[str, Any]], adapters: list[Provider]) -> 
     taken = set(owner)
     for level, what in ((1, "display only"), (2, "a replayed market's imitation")):
         for i, adapter in enumerate(adapters):
-            if rank(adapter) == level:
+            if rank(adapter) == level and isinstance(adapter, Renames):
                 for name, label in adapter.avoid_names(taken).items():
                     log.info("providers[%d] (%s): provider %r is also served by another entry "
                              "(a real source first); this entry's offers are listed as %r (%s)",
                              i, _describe(entries[i]), name, label, what)
-                taken |= provider_names(adapter)
+                taken |= adapter.provider_names
     seen: set[str] = set()
     for adapter in adapters:
         name, n = adapter.name, 2

@@ -12,12 +12,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scheduler.api.auth import require_user
 from scheduler.observability.metrics import registry_for
 from scheduler.store import Store
-from scheduler.store.job_stats import JobStats
 
 
 def router(store: Store) -> APIRouter:
     """The ``/metrics`` route over ``store``, with a registry of its own (one per app)."""
-    registry = registry_for(JobStats(store.redis))
+    registry = registry_for(store.redis)
     api = APIRouter(dependencies=[Depends(require_user)])
 
     @api.get("/metrics", response_class=Response, responses={

@@ -28,7 +28,7 @@ def daemon(
     """Run the scheduler service (pollers, reconcile loop, API) in the foreground."""
     from scheduler.daemon import Daemon, DaemonAlreadyRunning, DaemonSettings
     from scheduler.observability.logs import configure as configure_logs
-    from scheduler.provider_setup import ProviderConfigError, load_config_file
+    from scheduler.daemon_config import ConfigError, load_config_file
     from scheduler.replicas import ReplicaConfigError
 
     try:
@@ -44,14 +44,14 @@ def daemon(
     try:
         if market:
             if not market.is_file():
-                raise ProviderConfigError(f"--market: {market} is not a file")
+                raise ConfigError(f"--market: {market} is not a file")
             settings.providers = [{"kind": "replay", "market": str(market.resolve())}]
         elif config:
             settings.providers = load_config_file(config)
             settings.config_dir = config.resolve().parent
             settings.config_file = config.resolve()
         daemon_ = Daemon(settings)
-    except (ProviderConfigError, DaemonAlreadyRunning, ReplicaConfigError) as exc:
+    except (ConfigError, DaemonAlreadyRunning, ReplicaConfigError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     daemon_.run()

@@ -44,7 +44,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     Asks the daemon when one answers for GA_HOME (its latest offers). Without one it plans by
     itself on what the configured providers list now (--config), reading price history from
     Redis (REDIS_URL, else GA_HOME's embedded Redis, stopped again on exit)."""
-    from scheduler.provider_setup import ProviderConfigError
+    from scheduler.daemon_config import ConfigError
     from scheduler.services.jobs import SpecError
 
     check_format(fmt)
@@ -53,7 +53,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
         result = _daemon_plan(home, raw, compute_hours, lookback)
         if result is None:
             result = _plan_here(home, raw, compute_hours, lookback, config)
-    except ProviderConfigError as exc:
+    except ConfigError as exc:
         fail(CliError(str(exc)))
     except SpecError as exc:
         fail(CliError(str(exc), exc.problems))

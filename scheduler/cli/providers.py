@@ -10,13 +10,16 @@ config.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from scheduler.cli.app import HomeOption, app, console, err
+
+if TYPE_CHECKING:
+    from providers.base import Provider
 
 providers_app = typer.Typer(help="Provider adapters: credentials, permissions, caches.",
                             no_args_is_help=True)
@@ -29,17 +32,19 @@ def _entries(config: Path | None, home: Path) -> tuple[list[dict[str, Any]], Pat
     return config_entries(home, config)
 
 
-def _rows(provider: Any) -> list[tuple[str, str, str, bool, str]]:
-    check = getattr(provider, "check", None)
-    if check is None:
-        market = getattr(getattr(provider, "market", None), "path", None)
-        what = f"replayed market {market}" if market else "local adapter"
-        renamed = getattr(provider, "renamed", None) or {}
-        shown = "".join(f"; its {name} offers are listed as {label} (a real source serves "
-                        f"{name})" for name, label in sorted(renamed.items()))
-        return [(provider.name, "-", "configuration", True,
-                 f"{what} loaded; no credentials needed{shown}")]
-    return [(r.provider, r.region, r.check, r.ok, r.detail) for r in check()]
+def _rows(provider: Provider) -> list[tuple[str, str, str, bool, str]]:
+    from providers.base import Checked, Renames
+    from providers.replay import ReplayProvider
+
+    if isinstance(provider, Checked):
+        return [(r.provider, r.region, r.check, r.ok, r.detail) for r in provider.check()]
+    what = (f"replayed market {provider.market.path}" if isinstance(provider, ReplayProvider)
+            else "local adapter")
+    renamed = provider.renamed if isinstance(provider, Renames) else {}
+    shown = "".join(f"; its {name} offers are listed as {label} (a real source serves "
+                    f"{name})" for name, label in sorted(renamed.items()))
+    return [(provider.name, "-", "configuration", True,
+             f"{what} loaded; no credentials needed{shown}")]
 
 
 @providers_app.command("check")
@@ -51,13 +56,14 @@ def check(
 ) -> None:
     """Per configured provider and region: do credentials and permissions work?"""
     from core.config import home_dir
-    from scheduler.provider_setup import ProviderConfigError, build_providers
+    from scheduler.daemon_config import ConfigError
+    from scheduler.provider_setup import build_providers
 
     home = home or home_dir()
     try:
         entries, base = _entries(config, home)
         adapters = build_providers(entries, base, home)
-    except ProviderConfigError as exc:
+    except ConfigError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2)
     table = Table(title="provider checks")

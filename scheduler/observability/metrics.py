@@ -4,8 +4,9 @@ Two kinds of figures:
 
 - **Shared by all replicas, read from Redis at scrape time** (:class:`StoreCollector`): jobs
   by state, preemptions, migrations by reason, money saved, provider errors. They are kept in
-  Redis beside each job write (:mod:`scheduler.store.job_stats`), so any replica's
-  ``/metrics`` gives the same totals; sum nothing across replicas for these.
+  Redis beside each job write (:mod:`scheduler.store.job_stats`) and at each failed provider
+  call (:mod:`scheduler.store.provider_errors`), so any replica's ``/metrics`` gives the same
+  totals; sum nothing across replicas for these.
 - **Process-local timings** (:data:`POLL_SECONDS`, :data:`RECONCILE_SECONDS`): histograms of
   this process's offer polls and reconcile passes; aggregate them across replicas in PromQL.
 
@@ -33,11 +34,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+import redis
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduler.store.job_stats import JobStats
+from scheduler.store.provider_errors import ProviderErrors
 from scheduler.timing import POLL_LATENCY_BUCKETS_S, RECONCILE_BUCKETS_S
 
 PROCESS_REGISTRY = CollectorRegistry(auto_describe=True)
@@ -65,11 +68,13 @@ def timed(histogram: Histogram) -> Callable[[F], F]:
 
 
 class StoreCollector(Collector):
-    """Builds the Redis-backed metrics at each scrape: three small HGETALLs and a ZCARD,
-    whatever the number of jobs (their figures are pre-computed per job write)."""
+    """Builds the Redis-backed metrics at each scrape: a few small HGETALLs, whatever the
+    number of jobs (their figures are pre-computed per job write)."""
 
-    def __init__(self, stats: JobStats, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, stats: JobStats, errors: ProviderErrors,
+                 clock: Callable[[], float] = time.time) -> None:
         self._stats = stats
+        self._errors = errors
         self._clock = clock
 
     def collect(self) -> Iterator[Metric]:
@@ -93,8 +98,7 @@ class StoreCollector(Collector):
                        {(k,): v for k, v in counters["migrations"].items()})
         yield _counter("ga_provider_errors", "Provider calls that failed, by provider, "
                        "operation and error type", ["provider", "operation", "error"],
-                       {tuple(k.split("|", 2)): v
-                        for k, v in counters["provider_errors"].items() if k.count("|") == 2})
+                       self._errors.counts())
 
     def describe(self) -> list[Metric]:
         return []  # no scrape at registration time (Redis may be down then)
@@ -115,10 +119,10 @@ class _ProcessMetrics(Collector):
         yield from PROCESS_REGISTRY.collect()
 
 
-def registry_for(stats: JobStats) -> CollectorRegistry:
-    """A fresh registry serving the shared (Redis) figures of ``stats`` and this process's
-    histograms."""
+def registry_for(client: redis.Redis) -> CollectorRegistry:
+    """A fresh registry serving the shared figures kept in the Redis of ``client`` and this
+    process's histograms."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(stats))
+    registry.register(StoreCollector(JobStats(client), ProviderErrors(client)))
     registry.register(_ProcessMetrics())
     return registry

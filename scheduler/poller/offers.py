@@ -19,7 +19,7 @@ from policies.observed_risk import blended_risk
 from policies.priors import UNKNOWN_SPOT_RISK
 from providers.base import Provider
 from providers.errors import ProviderError
-from providers.replay import ReplayMarket
+from providers.replay import ReplayMarket, ReplayProvider
 from core.models import Market, Offer, utcnow
 from scheduler.observability.metrics import POLL_SECONDS
 from scheduler.store import Store
@@ -44,11 +44,8 @@ def with_observed_risk(offer: Offer, exposure: dict[str, tuple[int, float]]) -> 
 
 
 def replayed_market(provider: Provider) -> ReplayMarket | None:
-    """The market a replay adapter replays, else ``None``. Read as an attribute, not by the
-    adapter's class: the daemon wraps adapters (error counting) and the wrapper passes
-    attributes through."""
-    market = getattr(provider, "market", None)
-    return market if isinstance(market, ReplayMarket) else None
+    """The market a replay adapter replays, else ``None``."""
+    return provider.market if isinstance(provider, ReplayProvider) else None
 
 
 def history_source(provider: Provider) -> str:
@@ -99,12 +96,12 @@ class OfferPoller:
         by_name: dict[str, list[Offer]] = defaultdict(list)
         for offer in offers:
             by_name[offer.provider].append(with_observed_risk(offer, exposure))
-        names = set(getattr(self.provider, "provider_names", None) or {self.provider.name})
+        names = set(self.provider.provider_names)
         for name in names | set(by_name):
             self.store.offers.replace_offers(name, by_name.get(name, []), self.source)
         # Names ever listed: a job spec naming none of them is warned about (a typo).
         KnownNames(self.store.redis).record(offers)
-        # Per-poll availability samples feed the v2 policy's up/down run estimates.
+        # Per-poll availability samples feed the policy's up/down run estimates.
         self.store.offers.record_samples(names | set(by_name),
                                          [o.key.series() for o in offers])
         market = replayed_market(self.provider)

@@ -15,11 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from providers.base import Compute
 from providers.errors import ProviderError
+from providers.replay import ReplayProvider
 from scheduler.controller.context import ProviderRegistry
 from core.models import Offer
 from scheduler.poller.offers import with_observed_risk
-from scheduler.provider_setup import build_providers, default_entries, load_config_file
+from scheduler.daemon_config import load_config_file
+from scheduler.provider_setup import ProviderConfigError, build_providers, default_entries
 from scheduler.store import Store
 
 log = logging.getLogger(__name__)
@@ -28,7 +31,7 @@ log = logging.getLogger(__name__)
 def config_entries(home: Path, config: Path | None = None) -> tuple[list[dict[str, Any]], Path]:
     """The provider entries and the folder their relative paths start from: ``config``, else
     ``home/config.yaml`` when it is a file, else the default entries (relative to ``home``).
-    Raises ``ProviderConfigError``."""
+    Raises ``scheduler.daemon_config.ConfigError``."""
     path = config or (home / "config.yaml" if (home / "config.yaml").is_file() else None)
     if path is None:
         return default_entries(), home
@@ -39,8 +42,8 @@ def config_entries(home: Path, config: Path | None = None) -> tuple[list[dict[st
 def configured_providers(home: Path, config: Path | None = None) -> Iterator[ProviderRegistry]:
     """The configured adapters (see :func:`config_entries`), closed on exit (a replayed
     market's cloud process is never started by building them). Raises
-    ``ProviderConfigError``, also when two adapters serve one provider name."""
-    from scheduler.provider_setup import ProviderConfigError
+    ``scheduler.daemon_config.ConfigError`` (``ProviderConfigError`` for a bad entry, also
+    when two adapters serve one provider name)."""
 
     entries, base = config_entries(home, config)
     adapters = build_providers(entries, base, home)
@@ -65,9 +68,9 @@ def offers_now(store: Store, providers: ProviderRegistry) -> tuple[list[Offer], 
     problems: list[str] = []
     exposure = store.offers.spot_exposure()
     for adapter in providers.adapters():
-        if not getattr(adapter, "launchable", True):
+        if not isinstance(adapter, Compute):
             continue
-        listing = getattr(adapter, "offers_now", None) or adapter.list_offers
+        listing = adapter.offers_now if isinstance(adapter, ReplayProvider) else adapter.list_offers
         try:
             listed = listing()
         except ProviderError as exc:

@@ -262,7 +262,7 @@ def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: 
     """:func:`plan` on what the configured providers list now (no daemon runs): the providers
     of ``config``, else ``GA_HOME/config.yaml``, else the replayed example market, as the
     daemon resolves them (:mod:`scheduler.services.configured_market`). Raises what
-    :func:`plan` raises and ``ProviderConfigError`` for a bad config."""
+    :func:`plan` raises and ``scheduler.daemon_config.ConfigError`` for a bad config."""
     from scheduler.services.configured_market import configured_providers, offers_now
 
     with configured_providers(home, config) as providers:

@@ -1,4 +1,4 @@
-"""Per-job figures and shared counters written beside every job write, read by ``/metrics``.
+"""Per-job figures and job counters written beside every job write, read by ``/metrics``.
 
 Kept in Redis (not in one process's memory) so every daemon replica sharing the Redis reports
 the same values, and written in the job write's own MULTI (:mod:`scheduler.store.job_writes`)
@@ -18,8 +18,8 @@ active jobs, not of every job ever run.
 - ``ga:metrics:preemptions``: hash provider → placements that ended preempted.
 - ``ga:metrics:migrations``: hash reason (``preemption``, ``price``, ``lost``) → migrations
   started (a placement ended for that reason and the job goes on elsewhere).
-- ``ga:metrics:provider-errors``: hash ``provider|operation|error`` → provider calls that
-  failed (:mod:`scheduler.observability.providers`).
+
+Failed provider calls are counted apart, in :mod:`scheduler.store.provider_errors`.
 
 Jobs stored before these figures existed are counted once, by the first scrape after an
 upgrade (:meth:`JobStats.totals`).
@@ -187,16 +187,9 @@ class JobStats:
                 return False  # written meanwhile: that write counted it
 
     def counters(self) -> dict[str, dict[str, int]]:
-        """``{"preemptions": {provider: n}, "migrations": {reason: n},
-        "provider_errors": {"provider|operation|error": n}}``."""
+        """``{"preemptions": {provider: n}, "migrations": {reason: n}}``."""
         with self._r.pipeline(transaction=False) as pipe:
             pipe.hgetall(keys.METRIC_PREEMPTIONS)
             pipe.hgetall(keys.METRIC_MIGRATIONS)
-            pipe.hgetall(keys.METRIC_PROVIDER_ERRORS)
-            preempted, migrated, errors = pipe.execute()
-        return {"preemptions": _ints(preempted), "migrations": _ints(migrated),
-                "provider_errors": _ints(errors)}
-
-    def count_provider_error(self, provider: str, operation: str, error: str) -> None:
-        """Add one failed provider call (HINCRBY: exact across replicas)."""
-        self._r.hincrby(keys.METRIC_PROVIDER_ERRORS, f"{provider}|{operation}|{error}", 1)
+            preempted, migrated = pipe.execute()
+        return {"preemptions": _ints(preempted), "migrations": _ints(migrated)}

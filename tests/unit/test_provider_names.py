@@ -52,7 +52,6 @@ def test_a_gcp_catalog_next_to_the_default_market_keeps_gcp(tmp_path, caplog, cl
     assert {p.series.split("/")[0] for p in replay.poll_prices()} == {"aws", "gcp-replay"}
     from providers.base import LaunchRequest
     gcp = next(o for o in offers if o.provider == "gcp-replay" and o.market.value == "on-demand")
-    assert replay.unavailable_reason(gcp.key) is None
     instance = replay.launch(LaunchRequest(offer=gcp, client_token="t-1", tags={"ga-test": "1"},
                                            agent_env={}))
     assert instance.offer == gcp.key and instance.provider == "gcp-replay"

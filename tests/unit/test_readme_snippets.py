@@ -115,7 +115,7 @@ def _check_providers(entries: list, tmp_path: Path) -> None:
 
 
 def _check_daemon_config(text: str, tmp_path: Path) -> None:
-    from scheduler.provider_setup import load_budget_config, load_config_file
+    from scheduler.daemon_config import load_budget_config, load_config_file
 
     path = tmp_path / "config.yaml"
     path.write_text(text)

@@ -12,11 +12,11 @@ from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.controller.reconcile import reconcile_pass
 from core.models import JobState, PlacementEnd
-from scheduler.observability.providers import CountedProvider
+from providers.base import Compute, Provider
+from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
-from scheduler.store.job_stats import JobStats
 from tests.factories.offers import offer
 from tests.integration.observability.conftest import TOKEN, end, place, submit
 
@@ -104,33 +104,47 @@ def test_figures_are_shared_by_replicas_and_older_jobs_are_counted_once(api, red
     assert redis_client.hlen("ga:jobs:finished") == 2
 
 
-class Failing:
+class Failing(Compute):
     name = "flaky"
-    time_scale = 1.0
+    agent_start_timeout_s = 60.0
 
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def list_offers(self):
+    def _list_offers(self):
         raise self.error
 
-    def poll_prices(self, since=None):
+    def _poll_prices(self, since):
         return []
 
-    def launch(self, request):
+    def _launch(self, request):
         raise CapacityError("no capacity in flaky-1a")
+
+    def _terminate(self, instance_id):
+        pass
+
+    def _describe(self, tags):
+        return []
+
+
+class Ok(Provider):
+    name = "okcloud"
+
+    def _list_offers(self):
+        return [offer(provider="okcloud")]
+
+    def _poll_prices(self, since):
+        return []
 
 
 def test_provider_errors_and_poll_latency(api, redis_client):
-    counted = CountedProvider(Failing(TransientError("throttled")), JobStats(redis_client))
-    assert OfferPoller(api.store, counted)() == 0
-    assert OfferPoller(api.store, counted)() == 0
+    failing = Failing(TransientError("throttled"))
+    assert counted([failing], redis_client) == [failing]  # the adapter itself, not a wrapper
+    assert OfferPoller(api.store, failing)() == 0
+    assert OfferPoller(api.store, failing)() == 0
     with pytest.raises(CapacityError):
-        counted.launch(None)
-    assert counted.time_scale == 1.0  # everything else is the adapter's own
-    OfferPoller(api.store, type("Ok", (), {"name": "okcloud", "time_scale": 1.0,
-                                           "list_offers": lambda self: [offer(provider="okcloud")],
-                                           "poll_prices": lambda self, since=None: []})())()
+        failing.launch(None)
+    OfferPoller(api.store, Ok())()
 
     samples = scrape(api)
     errors = {tuple(v for _, v in k): n for k, n in samples["ga_provider_errors_total"].items()}

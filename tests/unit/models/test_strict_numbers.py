@@ -10,7 +10,7 @@ import yaml
 
 from policies.budget import BudgetAlert
 from core.models.errors import json_safe
-from scheduler.provider_setup import BudgetConfig, ProviderConfigError, _budget_config
+from scheduler.daemon_config import BudgetConfig, ConfigError, load_budget_config
 from scheduler.services.jobs import SpecError, parse_spec
 
 BASE = {"name": "train", "command": "python train.py"}
@@ -65,8 +65,10 @@ def test_ints_are_still_fine_for_floats():
 
 @pytest.mark.parametrize("usd", [float("nan"), float("inf"), True])
 def test_config_budgets_refuse_non_finite_and_booleans(tmp_path, usd):
-    with pytest.raises(ProviderConfigError, match="budgets.alice"):
-        _budget_config({"budgets": {"alice": usd}}, tmp_path / "config.yaml")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"budgets": {"alice": usd}}))  # .nan, .inf, true
+    with pytest.raises(ConfigError, match="budgets.alice"):
+        load_budget_config(path, env={})
     assert BudgetConfig.model_validate({"budgets": {"alice": 500}}).budgets == {"alice": 500.0}
 
 
