@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -58,22 +59,19 @@ def json_limit(path: str) -> int | None:
     return SUBMIT_JSON_MAX_BYTES if path == "/v1/jobs" else None
 
 
+@dataclass
 class BodyLimitMiddleware:
     """``limit_for(path)``: max body bytes; ``authorized(path, token)``: whether the bearer
     token (``None`` when absent) may call ``path`` at all (handlers still check the scope);
     ``json_limit_for(path)``: max bytes outside base64's alphabet, or ``None``;
     ``buffered_max``: bytes all requests' bodies may hold at once."""
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int],
-                 authorized: Callable[[str, str | None], bool],
-                 json_limit_for: Callable[[str], int | None] = lambda _: None,
-                 buffered_max: int = BUFFERED_MAX_BYTES) -> None:
-        self.app = app
-        self.limit_for = limit_for
-        self.authorized = authorized
-        self.json_limit_for = json_limit_for
-        self.buffered_max = buffered_max
-        self.buffered = 0  # one event loop: no lock needed between awaits
+    app: ASGIApp
+    limit_for: Callable[[str], int]
+    authorized: Callable[[str, str | None], bool]
+    json_limit_for: Callable[[str], int | None] = lambda _: None
+    buffered_max: int = BUFFERED_MAX_BYTES
+    buffered: int = field(default=0, init=False)  # one event loop: no lock needed between awaits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
