@@ -7,7 +7,7 @@
   (:mod:`scheduler.services.costs`).
 
 ``GET /v1/offers?at=TIME`` (the market as it was, from history) is served by the offers
-route of :mod:`scheduler.api.app` through :func:`scheduler.services.history.offers_at`.
+route of :mod:`scheduler.api.offers` through :func:`scheduler.services.history.offers_at`.
 Every history route takes ``source``: ``auto`` (default: real history when it covers the
 question, else the replayed markets'), ``real``, ``replay``, ``replay:<market name>`` or
 ``all`` (:mod:`scheduler.store.history_sources`); every answer says the source of each row.
