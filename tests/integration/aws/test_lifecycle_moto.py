@@ -50,9 +50,9 @@ def test_spot_and_on_demand_launches(make_provider, ec2, owner: str) -> None:
     provider = make_provider()
     spot = provider.launch(_request(owner, "job-a-1"))
     assert spot.offer.series() == "aws/us-east-1/us-east-1b/g5.xlarge/spot"
-    # moto makes every instance ``running`` at once (real EC2 answers ``pending`` first);
-    # the adapter reports the state the API gave, so here that is RUNNING.
-    assert spot.state is InstanceState.RUNNING
+    # RunInstances answers ``pending`` (EC2 does; moto always does): launch reports that
+    # reply, not a later describe.
+    assert spot.state is InstanceState.PENDING
     assert spot.client_token == "job-a-1" and spot.tags[TAG_OWNER] == owner
     raw = _raw(ec2, "us-east-1", spot.id)
     assert raw["InstanceLifecycle"] == "spot" and raw["ClientToken"] == "job-a-1"

@@ -3,6 +3,9 @@ whole; lower-priority columns are dropped and named instead."""
 
 from __future__ import annotations
 
+import io
+import sys
+
 from rich.console import Console
 
 from scheduler.cli import render
@@ -86,11 +89,31 @@ def test_simulate_table_numbers_are_never_cut():
     assert "…" not in out and " - " in out
 
 
+class _Stdout(io.StringIO):
+    """A stdout that is a terminal or not, whatever runs the tests."""
+
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
 def test_piped_output_is_wide_unless_columns_says(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", _Stdout(tty=False))
     monkeypatch.delenv("COLUMNS", raising=False)
-    assert render.stdout_width() in (None, render.PIPE_WIDTH)  # None only on a real terminal
+    assert render.stdout_width() == render.PIPE_WIDTH
     monkeypatch.setenv("COLUMNS", "80")
-    assert render.stdout_width() in (None, 80)
+    assert render.stdout_width() == 80
+    monkeypatch.setenv("COLUMNS", "0")  # not a width: the pipe default
+    assert render.stdout_width() == render.PIPE_WIDTH
+
+
+def test_a_terminal_leaves_the_width_to_rich(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", _Stdout(tty=True))
+    monkeypatch.setenv("COLUMNS", "80")
+    assert render.stdout_width() is None
 
 
 def test_reimport_is_not_reported_as_dropped():
