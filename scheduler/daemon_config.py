@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError
 
 from core.models import StrictModel, format_validation_error
 from core.models.base import Number
@@ -36,29 +36,31 @@ class ConfigError(ValueError):
     """The daemon config file, or a part of it, is invalid (the message names which)."""
 
 
+def _owner(name: str) -> str:
+    if not _OWNER_RE.match(name):
+        raise ValueError(f"{name!r}: owners are 1-63 lowercase letters, digits, '.', '_' or "
+                         "'-' (as in a job spec's owner)")
+    return name
+
+
+def _limit(usd: float) -> float:
+    if not usd > 0 or usd == float("inf"):
+        raise ValueError("the limit must be a positive number of USD")
+    return usd
+
+
+def _webhook(url: str | None) -> str | None:
+    if url is not None and not re.match(r"^https?://[^\s/]+", url):
+        raise ValueError("must be an http:// or https:// URL")
+    return url
+
+
 class BudgetConfig(StrictModel):
     """The ``budgets`` (owner → USD, > 0) and ``budget_webhook`` (http(s) URL) of the config."""
 
-    budgets: dict[str, Number] = Field(default_factory=dict)
-    budget_webhook: str | None = None
-
-    @field_validator("budgets")
-    @classmethod
-    def _limits(cls, value: dict[str, float]) -> dict[str, float]:
-        for owner, usd in value.items():
-            if not _OWNER_RE.match(owner):
-                raise ValueError(f"{owner!r}: owners are 1-63 lowercase letters, digits, '.', "
-                                 "'_' or '-' (as in a job spec's owner)")
-            if not usd > 0 or usd == float("inf"):
-                raise ValueError(f"{owner!r}: the limit must be a positive number of USD")
-        return value
-
-    @field_validator("budget_webhook")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
+    budgets: dict[Annotated[str, AfterValidator(_owner)],
+                  Annotated[Number, AfterValidator(_limit)]] = Field(default_factory=dict)
+    budget_webhook: Annotated[str | None, AfterValidator(_webhook)] = None
 
 
 TOP_LEVEL_FIELDS = ("providers", *BudgetConfig.model_fields)
