@@ -14,6 +14,7 @@ from scheduler.cli.main import app as cli
 from scheduler.services.history import QueryError, parse_when
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from tests.integration.cli.conftest import served  # noqa: F401  (the API on a real port)
 
 TOKEN = "bad-times-token"
 SPEC = {"name": "t", "command": "true"}
@@ -61,10 +62,9 @@ def test_every_route_reading_a_time_answers_422_naming_it(client, method, path, 
     (["offers", "--at", "999999999y"], "at"),
     (["cost-report", "--since", "300000y"], "since"),
 ])
-def test_cli_says_out_of_range_and_exits_2(monkeypatch, redis_server, tmp_path, args, field):
-    """No daemon: the CLI reads the test Redis itself (the API path is the 422 above)."""
-    monkeypatch.setenv("REDIS_URL", redis_server.url)
-    monkeypatch.setenv("GA_HOME", str(tmp_path / "home"))
+def test_cli_says_out_of_range_and_exits_2(monkeypatch, served, args, field):  # noqa: F811
+    """The CLI against the served API: the 422 above, said as one line naming the field."""
+    monkeypatch.setenv("GA_HOME", str(served.home))
     monkeypatch.setenv("COLUMNS", "200")
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (result.output, result.exception)
