@@ -17,7 +17,8 @@ that a cloud module keeps only its API calls and its translation (the shape of d
 
 What deserves caching (instance types, zones, list prices) the cloud keeps in
 :class:`providers.cache.TTLCache` objects; which offers lack capacity is the controller's
-cache in Redis, never the adapter's.
+cache in Redis, never the adapter's. The pure pieces the clouds' clients and translations
+share are in :mod:`providers.regional_api`.
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from __future__ import annotations
 import logging
 import threading
 from abc import abstractmethod
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from core.models import Instance, Offer, PriceObservation, utcnow
 from providers.base import CheckResult, Compute, LaunchRequest
 from providers.errors import NotFoundError, ProviderError
+from providers.regional_api import RequestCounter
 from providers.regional_settings import RegionalSettings
 
 log = logging.getLogger(__name__)
@@ -42,30 +43,6 @@ MAX_REGION_WORKERS = 16
 # A region whose poll fails keeps its last good offers for at most this long (the store's
 # OFFERS_TTL_S is 1 h too; older offers would mislead placement).
 LAST_GOOD_OFFERS_MAX_AGE_S = 3600.0
-
-
-class RequestCounter:
-    """HTTP requests sent (retries included) per operation name. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def add(self, operation: str) -> None:
-        with self._lock:
-            self._counts[operation] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
 
 
 class RegionalClient(Protocol):
@@ -267,89 +244,3 @@ def _raise_if_all_failed(results: dict[str, Any]) -> None:
     errors = [r for r in results.values() if isinstance(r, ProviderError)]
     if errors and len(errors) == len(results):
         raise errors[0]
-
-
-# ----- pure helpers the clouds' clients and translations share --------------------------------
-class _Placed(Protocol):
-    zone: str
-    instance_type: str
-    at: datetime
-
-
-P = TypeVar("P", bound=_Placed)
-
-
-def latest_spot_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:
-    """(zone, instance type) → its most recent price record (the price in effect now)."""
-    latest: dict[tuple[str, str], P] = {}
-    for p in prices:
-        key = (p.zone, p.instance_type)
-        if key not in latest or p.at > latest[key].at:
-            latest[key] = p
-    return latest
-
-
-def parse_each(items: Iterable[Any], parse: Callable[[Any], T | None]) -> tuple[list[T], int]:
-    """``parse`` applied to every item (lazily consumed): (the results that are not None, the
-    number of items skipped because ``parse`` raised ``ValueError``)."""
-    out: list[T] = []
-    skipped = 0
-    for item in items:
-        try:
-            parsed = parse(item)
-        except ValueError:
-            skipped += 1
-            continue
-        if parsed is not None:
-            out.append(parsed)
-    return out, skipped
-
-
-def aware_utc(value: datetime | str) -> datetime:
-    """A datetime, or an ISO-8601 text (``…Z``; ECS also writes minutes only, ``04:04Z``) →
-    aware UTC; naive values are taken as UTC. Raises ``ValueError`` on unreadable text."""
-    if not isinstance(value, datetime):
-        value = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
-    """``values`` in lists of at most ``size`` (an API's limit on values per request)."""
-    batch: list[str] = []
-    for value in values:
-        batch.append(value)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-class RedactParameters(logging.Filter):
-    """Drops an SDK's log records that mention any of ``words`` (request parameters such as
-    user data, which carries the agent's secrets, or signatures)."""
-
-    def __init__(self, words: tuple[str, ...]) -> None:
-        super().__init__()
-        self.words = words
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            text = record.getMessage()
-        except Exception:  # noqa: BLE001 (a record we cannot render is not worth the risk)
-            return False
-        return not any(word in text for word in self.words)
-
-
-_REDACTION_LOCK = threading.Lock()
-
-
-def install_log_redaction(logger_names: Iterable[str], words: tuple[str, ...]) -> None:
-    """Attach one :class:`RedactParameters` for ``words`` to each named logger, once
-    (idempotent; thread-safe)."""
-    with _REDACTION_LOCK:
-        for name in logger_names:
-            logger = logging.getLogger(name)
-            if not any(isinstance(f, RedactParameters) and f.words == words
-                       for f in logger.filters):
-                logger.addFilter(RedactParameters(words))

@@ -3,22 +3,14 @@ credentials, endpoints, paging, retries and error-code mapping.
 
 No translation happens here: every method returns (or yields) the API's own dicts, parsed from
 its JSON answers. The SDK's own retry is off; calls that ECS throttles or fails transiently
-(the :data:`TRANSIENT_CODES`, HTTP 5xx, connection errors and timeouts) are retried with
+(:class:`TransientError` in :data:`ERRORS`: throttling, 5xx, connection errors, timeouts) are retried with
 exponential backoff and jitter (tenacity), ``max_attempts`` tries in all, then raise
 :class:`TransientError`. Retrying is safe: reads are reads, ``RunInstances`` carries a
 ``ClientToken`` and ``DeleteInstance`` of a gone instance is "not found", which is success.
 
-Error mapping (ECS ``Code`` → :mod:`providers.errors`)::
-
-    OperationDenied.NoStock, InvalidResourceType.NotSupported, Zone.NotOnSale,
-    InstanceType.Offline, InvalidVSwitchId.IpNotEnough, …                → CapacityError
-    QuotaExceed*, QuotaExceeded*, Account.Arrearage, …                    → QuotaError
-    InvalidAccessKeyId.NotFound, SignatureDoesNotMatch, Forbidden.RAM,
-    Forbidden*, InvalidSecurityToken.*, no credentials, …                 → AuthError
-    InvalidInstanceId.NotFound, …                                         → NotFoundError
-    Throttling*, ServiceUnavailable, InternalError, HTTP 5xx, SDK.HttpError
-    (connection refused, timeouts), …  (after the retries)               → TransientError
-    anything else                                                          → ProviderError
+Errors: an ECS (or SDK) ``Code`` maps through :data:`ERRORS`, by exact code or prefix (other
+HTTP 5xx are transient, anything else a plain :class:`ProviderError`); ``SDK.HttpError``
+(connection refused, timeouts) is transient.
 
 Messages name the action, the region, ECS's code and message, never request parameters (the
 ``UserData`` of RunInstances carries the agent's secrets) and never credentials; the message
@@ -66,7 +58,13 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
-from providers.regional import RequestCounter, chunks, install_log_redaction
+from providers.regional_api import (
+    ErrorTable,
+    RequestCounter,
+    chunks,
+    install_log_redaction,
+)
+from providers.regional_api import error_class as classify
 
 PROVIDER = "aliyun"
 CONNECT_TIMEOUT_S = 5
@@ -98,31 +96,28 @@ REQUESTS: dict[str, Callable[[], Any]] = {
     "DescribeInstances": DescribeInstancesRequest.DescribeInstancesRequest,
 }
 
-CAPACITY_CODES = frozenset({
-    "OperationDenied.NoStock", "InvalidResourceType.NotSupported", "Zone.NotOnSale",
-    "Zone.NotOpen", "InstanceType.Offline", "InvalidVSwitchId.IpNotEnough",
-    "ResourceNotAvailable", "InvalidSpotPriceLimit.LowerThanPublicPrice",
-    "InvalidInstanceType.ZoneNotSupported", "OperationDenied.ZoneNotAllowed",
-})
-QUOTA_PREFIXES = ("QuotaExceed", "QuotaExceeded", "OperationDenied.QuotaExceed")
-QUOTA_CODES = frozenset({"Account.Arrearage", "InvalidAccountStatus.NotEnoughBalance",
-                         "InstanceLimitExceeded"})
-AUTH_PREFIXES = ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden", "Forbbiden",
-                 "Forbedden")
-AUTH_CODES = frozenset({
-    "SignatureDoesNotMatch", "InvalidAccessKeySecret", "IncompleteSignature",
-    "InvalidTimeStamp.Expired", "InvalidTimeStamp.Format", "Abs.InvalidAccount.NotFound",
-    "InvalidUserType.NotSupported", "NoPermission", "UnauthorizedOperation",
-    "SDK.InvalidCredential", "SDK.GetSessionCredentialFailed",
-})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceId.NotFound", "InvalidInstanceId.MalFormed",
-                             "Invalid.InstanceId.NotFound", "InvalidInstanceIds.NotFound"})
-TRANSIENT_PREFIXES = ("Throttling",)
-TRANSIENT_CODES = frozenset({
-    "ServiceUnavailable", "InternalError", "UnknownError", "SignatureNonceUsed",
-    "OperationConflict", "IncorrectInstanceStatus", "LastTokenProcessing",
-    "SDK.HttpError", "SDK.ServerUnreachable", "SDK.UnknownServerError",
-})
+ERRORS: ErrorTable = (
+    (CapacityError, frozenset({
+        "OperationDenied.NoStock", "InvalidResourceType.NotSupported", "Zone.NotOnSale",
+        "Zone.NotOpen", "InstanceType.Offline", "InvalidVSwitchId.IpNotEnough",
+        "ResourceNotAvailable", "InvalidSpotPriceLimit.LowerThanPublicPrice",
+        "InvalidInstanceType.ZoneNotSupported", "OperationDenied.ZoneNotAllowed"}), ()),
+    (QuotaError, frozenset({"Account.Arrearage", "InvalidAccountStatus.NotEnoughBalance",
+                            "InstanceLimitExceeded"}),
+     ("QuotaExceed", "QuotaExceeded", "OperationDenied.QuotaExceed")),
+    (AuthError, frozenset({
+        "SignatureDoesNotMatch", "InvalidAccessKeySecret", "IncompleteSignature",
+        "InvalidTimeStamp.Expired", "InvalidTimeStamp.Format", "Abs.InvalidAccount.NotFound",
+        "InvalidUserType.NotSupported", "NoPermission", "UnauthorizedOperation",
+        "SDK.InvalidCredential", "SDK.GetSessionCredentialFailed"}),
+     ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden", "Forbbiden", "Forbedden")),
+    (NotFoundError, frozenset({"InvalidInstanceId.NotFound", "InvalidInstanceId.MalFormed",
+                               "Invalid.InstanceId.NotFound", "InvalidInstanceIds.NotFound"}), ()),
+    (TransientError, frozenset({
+        "ServiceUnavailable", "InternalError", "UnknownError", "SignatureNonceUsed",
+        "OperationConflict", "IncorrectInstanceStatus", "LastTokenProcessing",
+        "SDK.HttpError", "SDK.ServerUnreachable", "SDK.UnknownServerError"}), ("Throttling",)),
+)
 _SILENT_MESSAGE_CODES = frozenset({"SignatureDoesNotMatch", "IncompleteSignature"})
 _MESSAGE_MAX = 400
 
@@ -140,17 +135,7 @@ _REDACTED_WORDS = ("UserData", "AccessKeyId", "Signature=")
 def error_class(code: str, http_status: int = 0) -> type[ProviderError]:
     """The :mod:`providers.errors` class for an ECS (or SDK) error ``code`` (see the module
     docstring); HTTP ≥ 500 with an unknown code is transient."""
-    if code in CAPACITY_CODES:
-        return CapacityError
-    if code in QUOTA_CODES or code.startswith(QUOTA_PREFIXES):
-        return QuotaError
-    if code in AUTH_CODES or code.startswith(AUTH_PREFIXES):
-        return AuthError
-    if code in NOT_FOUND_CODES:
-        return NotFoundError
-    if code in TRANSIENT_CODES or code.startswith(TRANSIENT_PREFIXES) or http_status >= 500:
-        return TransientError
-    return ProviderError
+    return classify(ERRORS, code, http_status)
 
 
 def map_error(exc: Exception, action: str, region: str) -> ProviderError:
@@ -309,11 +294,17 @@ class AliyunClient:
         """Every ``InstanceType`` dict with at least one GPU (``DescribeInstanceTypes``,
         ``MinimumGPUAmount=1``, paged by ``MaxResults``/``NextToken``). Endpoints that ignore
         the filter return CPU types too (``GPUAmount`` 0); the caller skips them."""
+        yield from self._pages(region, "DescribeInstanceTypes", {
+            "MinimumGPUAmount": 1, "MaxResults": INSTANCE_TYPES_PAGE}, "InstanceTypes",
+            "InstanceType")
+
+    def _pages(self, region: str, action: str, params: dict[str, Any], outer: str,
+               inner: str) -> Iterator[dict[str, Any]]:
+        """Every ``answer[outer][inner]`` item of ``action``, paged by ``NextToken``."""
         token: str | None = None
         while True:
-            answer = self.call(region, "DescribeInstanceTypes", {
-                "MinimumGPUAmount": 1, "MaxResults": INSTANCE_TYPES_PAGE, "NextToken": token})
-            yield from (answer.get("InstanceTypes") or {}).get("InstanceType") or []
+            answer = self.call(region, action, {**params, "NextToken": token})
+            yield from (answer.get(outer) or {}).get(inner) or []
             token = answer.get("NextToken") or None
             if not token:
                 return
@@ -410,13 +401,7 @@ class AliyunClient:
             chunks(instance_ids, INSTANCES_PAGE) if instance_ids is not None else [None])
         for batch in batches:
             params = dict(base, InstanceIds=json.dumps(batch) if batch is not None else None)
-            token: str | None = None
-            while True:
-                answer = self.call(region, "DescribeInstances", {**params, "NextToken": token})
-                yield from (answer.get("Instances") or {}).get("Instance") or []
-                token = answer.get("NextToken") or None
-                if not token:
-                    break
+            yield from self._pages(region, "DescribeInstances", params, "Instances", "Instance")
 
     def close(self) -> None:
         """Close the HTTP sessions of the regions' clients."""

@@ -51,7 +51,8 @@ from providers.aliyun.tracking import InstanceTracker
 from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
-from providers.regional import RegionalCompute, latest_spot_prices
+from providers.regional import RegionalCompute
+from providers.regional_api import latest_spot_prices
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"

@@ -42,7 +42,7 @@ from core.models import (
     PreemptionNotice,
     PriceObservation,
 )
-from providers.regional import aware_utc, parse_each
+from providers.regional_api import aware_utc, parse_each
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized

@@ -5,17 +5,9 @@ botocore's **adaptive** mode (token-bucket client-side rate limiting plus expone
 on throttling and 5xx), so a call that still fails after ``max_attempts`` is final for this
 pass and maps to :class:`TransientError`.
 
-Error mapping (``ClientError`` code → :mod:`providers.errors`)::
-
-    InsufficientInstanceCapacity, MaxSpotInstanceCountExceeded, SpotMaxPriceTooLow,
-    InsufficientFreeAddressesInSubnet, Unsupported, …          → CapacityError
-    VcpuLimitExceeded, InstanceLimitExceeded, …                 → QuotaError
-    AuthFailure, UnauthorizedOperation, OptInRequired, …,
-    missing credentials                                         → AuthError
-    InvalidInstanceID.NotFound / .Malformed                     → NotFoundError
-    RequestLimitExceeded, Throttling, InternalError, HTTP 5xx,
-    connection failures and timeouts                            → TransientError
-    anything else                                               → ProviderError
+Errors: a ``ClientError`` code maps through :data:`ERRORS` (other HTTP 5xx are transient,
+anything else a plain :class:`ProviderError`); missing credentials are :class:`AuthError`,
+connection failures and timeouts :class:`TransientError`.
 
 Messages name the action, the region, the AWS error code and AWS's message, never request
 parameters (user data carries the agent's secrets) and never credentials.
@@ -54,7 +46,13 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
-from providers.regional import RequestCounter, chunks, install_log_redaction
+from providers.regional_api import (
+    ErrorTable,
+    RequestCounter,
+    chunks,
+    error_class,
+    install_log_redaction,
+)
 
 PROVIDER = "aws"
 CONNECT_TIMEOUT_S = 5.0
@@ -69,27 +67,26 @@ PRICING_PAGE = 100
 VALUES_PER_REQUEST = 100
 SPOT_PRODUCT_DESCRIPTION = "Linux/UNIX"
 
-CAPACITY_CODES = frozenset({
-    "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity", "InsufficientFreeAddressesInSubnet",
-    "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
-    "UnfulfillableCapacity", "InsufficientCapacityOnOutpost",
-})
-QUOTA_CODES = frozenset({
-    "VcpuLimitExceeded", "InstanceLimitExceeded", "ResourceLimitExceeded",
-    "MaxIOPSLimitExceeded", "VolumeLimitExceeded", "AddressLimitExceeded",
-})
-AUTH_CODES = frozenset({
-    "AuthFailure", "UnauthorizedOperation", "OptInRequired", "InvalidClientTokenId",
-    "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException", "AccessDenied",
-    "AccessDeniedException", "UnrecognizedClientException", "Blocked", "PendingVerification",
-})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
-TRANSIENT_CODES = frozenset({
-    "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
-    "TooManyRequestsException", "InternalError", "InternalFailure", "ServiceUnavailable",
-    "Unavailable", "InternalErrorException", "ServiceUnavailableException",
-})
+ERRORS: ErrorTable = (
+    (CapacityError, frozenset({
+        "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity", "InsufficientFreeAddressesInSubnet",
+        "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
+        "UnfulfillableCapacity", "InsufficientCapacityOnOutpost"}), ()),
+    (QuotaError, frozenset({
+        "VcpuLimitExceeded", "InstanceLimitExceeded", "ResourceLimitExceeded",
+        "MaxIOPSLimitExceeded", "VolumeLimitExceeded", "AddressLimitExceeded"}), ()),
+    (AuthError, frozenset({
+        "AuthFailure", "UnauthorizedOperation", "OptInRequired", "InvalidClientTokenId",
+        "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException", "AccessDenied",
+        "AccessDeniedException", "UnrecognizedClientException", "Blocked",
+        "PendingVerification"}), ()),
+    (NotFoundError, frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}), ()),
+    (TransientError, frozenset({
+        "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+        "TooManyRequestsException", "InternalError", "InternalFailure", "ServiceUnavailable",
+        "Unavailable", "InternalErrorException", "ServiceUnavailableException"}), ()),
+)
 _MESSAGE_MAX = 400
 
 log = logging.getLogger(__name__)
@@ -112,14 +109,7 @@ def map_error(exc: Exception, action: str, region: str) -> ProviderError:
         message = str(error.get("Message") or "")[:_MESSAGE_MAX]
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         text = f"{where}: {code}: {message}".rstrip(": ")
-        for codes, cls in ((CAPACITY_CODES, CapacityError), (QUOTA_CODES, QuotaError),
-                           (AUTH_CODES, AuthError), (NOT_FOUND_CODES, NotFoundError),
-                           (TRANSIENT_CODES, TransientError)):
-            if code in codes:
-                return cls(text, provider=PROVIDER, code=code)
-        if status >= 500:
-            return TransientError(text, provider=PROVIDER, code=code)
-        return ProviderError(text, provider=PROVIDER, code=code)
+        return error_class(ERRORS, code, status)(text, provider=PROVIDER, code=code)
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)):
         return AuthError(f"{where}: no usable AWS credentials in boto3's standard chain "
                          f"({type(exc).__name__})", provider=PROVIDER, code=type(exc).__name__)

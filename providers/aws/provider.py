@@ -36,10 +36,11 @@ from providers.aws.cache import (
 )
 from providers.aws.client import AwsClient
 from providers.aws.settings import DEFAULT_SPOT_ADVISOR_URL, AwsSettings
-from providers.base import CheckResult, Checked, LaunchRequest
+from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
-from providers.regional import RegionalCompute, latest_spot_prices
+from providers.regional import RegionalCompute
+from providers.regional_api import latest_spot_prices
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"

@@ -35,7 +35,7 @@ from core.models import (
     PreemptionNotice,
     PriceObservation,
 )
-from providers.regional import aware_utc, parse_each
+from providers.regional_api import aware_utc, parse_each
 
 PROVIDER = "aws"
 MIB_PER_GIB = 1024.0

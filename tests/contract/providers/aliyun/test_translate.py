@@ -10,7 +10,7 @@ import pytest
 from core.models import InstanceState, Market
 from providers.aliyun import translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
-from providers.regional import latest_spot_prices
+from providers.regional_api import latest_spot_prices
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,

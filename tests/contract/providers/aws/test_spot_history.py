@@ -12,7 +12,7 @@ import pytest
 from core.models import Market
 from providers.aws.translate import RISK_BY_BUCKET
 from providers.errors import AuthError
-from providers.regional import aware_utc
+from providers.regional_api import aware_utc
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,

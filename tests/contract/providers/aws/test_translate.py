@@ -10,7 +10,7 @@ import pytest
 
 from core.models import InstanceState, Market
 from providers.aws import translate
-from providers.regional import latest_spot_prices
+from providers.regional_api import latest_spot_prices
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,

@@ -1,0 +1,164 @@
+"""Pure pieces that the API clients and translations of region-based clouds share: request
+counting, log redaction, error-code tables, batching, tolerant parsing, timestamps, the
+hardware of a GPU instance type and the latest price per place. No I/O."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from core.models import Market, Offer
+from providers.errors import ProviderError, TransientError
+
+T = TypeVar("T")
+
+
+class RequestCounter:
+    """HTTP requests sent (retries included) per operation name. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, operation: str) -> None:
+        with self._lock:
+            self._counts[operation] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+ErrorTable = tuple[tuple[type[ProviderError], frozenset[str], tuple[str, ...]], ...]
+
+
+def error_class(table: ErrorTable, code: str, http_status: int = 0) -> type[ProviderError]:
+    """The class of the first ``(class, codes, prefixes)`` row of ``table`` that names
+    ``code`` or a prefix of it; else :class:`TransientError` for HTTP ≥ 500, else
+    :class:`ProviderError`."""
+    for cls, codes, prefixes in table:
+        if code in codes or code.startswith(prefixes):
+            return cls
+    return TransientError if http_status >= 500 else ProviderError
+
+
+class _Placed(Protocol):
+    zone: str
+    instance_type: str
+    at: datetime
+
+
+P = TypeVar("P", bound=_Placed)
+
+
+def latest_spot_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:
+    """(zone, instance type) → its most recent price record (the price in effect now)."""
+    latest: dict[tuple[str, str], P] = {}
+    for p in prices:
+        key = (p.zone, p.instance_type)
+        if key not in latest or p.at > latest[key].at:
+            latest[key] = p
+    return latest
+
+
+def parse_each(items: Iterable[Any], parse: Callable[[Any], T | None]) -> tuple[list[T], int]:
+    """``parse`` applied to every item (lazily consumed): (the results that are not None, the
+    number of items skipped because ``parse`` raised ``ValueError``)."""
+    out: list[T] = []
+    skipped = 0
+    for item in items:
+        try:
+            parsed = parse(item)
+        except ValueError:
+            skipped += 1
+            continue
+        if parsed is not None:
+            out.append(parsed)
+    return out, skipped
+
+
+def aware_utc(value: datetime | str) -> datetime:
+    """A datetime, or an ISO-8601 text (``…Z``; ECS also writes minutes only, ``04:04Z``) →
+    aware UTC; naive values are taken as UTC. Raises ``ValueError`` on unreadable text."""
+    if not isinstance(value, datetime):
+        value = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``values`` in lists of at most ``size`` (an API's limit on values per request)."""
+    batch: list[str] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class RedactParameters(logging.Filter):
+    """Drops an SDK's log records that mention any of ``words`` (request parameters such as
+    user data, which carries the agent's secrets, or signatures)."""
+
+    def __init__(self, words: tuple[str, ...]) -> None:
+        super().__init__()
+        self.words = words
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 (a record we cannot render is not worth the risk)
+            return False
+        return not any(word in text for word in self.words)
+
+
+_REDACTION_LOCK = threading.Lock()
+
+
+def install_log_redaction(logger_names: Iterable[str], words: tuple[str, ...]) -> None:
+    """Attach one :class:`RedactParameters` for ``words`` to each named logger, once
+    (idempotent; thread-safe)."""
+    with _REDACTION_LOCK:
+        for name in logger_names:
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, RedactParameters) and f.words == words
+                       for f in logger.filters):
+                logger.addFilter(RedactParameters(words))
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One GPU instance type's hardware: ``gpu_count`` GPUs of ``vram_gib`` each, ``vcpus``
+    and ``memory_gib`` of host memory."""
+
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    vram_gib: float
+    vcpus: int
+    memory_gib: float
+
+    def offer(self, provider: str, region: str, zone: str, market: Market, price: float,
+              on_demand: float | None, risk: float | None, observed_at: datetime) -> Offer:
+        """The offer of this type in ``zone`` at ``price`` (USD/hour), ``on_demand`` the list
+        price of the same type, ``risk`` None when unrated."""
+        return Offer(provider=provider, region=region, zone=zone,
+                     instance_type=self.instance_type, gpu_model=self.gpu_model,
+                     gpu_count=self.gpu_count, vram_gib=self.vram_gib, vcpus=self.vcpus,
+                     memory_gib=self.memory_gib, market=market, price_usd_per_hour=price,
+                     on_demand_price_usd_per_hour=on_demand, interruption_risk=risk,
+                     observed_at=observed_at)
