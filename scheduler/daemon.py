@@ -24,6 +24,8 @@ import redis
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from providers.base import Provider
+from providers.replay import ReplayProvider
 from scheduler import secrets as ga_secrets
 from scheduler.api.app import create_app
 from scheduler.checkpoints.urls import open_store
@@ -39,7 +41,6 @@ from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,
     default_entries,
-    provider_names,
 )
 from scheduler.replicas import (
     ReplicaRegistry,
@@ -209,7 +210,7 @@ class Daemon:
         longer configured, take the leases of this replica's previous process, and warn when
         agents could not fail over to this replica."""
         forgotten = self.store.offers.forget_providers_except(
-            name for adapter in self.providers.adapters() for name in provider_names(adapter))
+            name for adapter in self.providers.adapters() for name in adapter.provider_names)
         if forgotten:
             log.info("latest offers of providers no longer configured dropped (their price "
                      "history is kept): %s", ", ".join(forgotten))
@@ -350,10 +351,10 @@ def _configured_providers(settings: DaemonSettings) -> ProviderRegistry:
         raise ProviderConfigError(str(exc)) from None
 
 
-def _stop_idle_replay_cloud(adapter) -> None:
+def _stop_idle_replay_cloud(adapter: Provider) -> None:
     """A replayed market's cloud process outlives the daemon only while it runs instances
     (they are someone's jobs); an idle one is stopped with the daemon."""
-    if not hasattr(adapter, "shutdown_cloud"):
+    if not isinstance(adapter, ReplayProvider):
         return
     try:
         if all(inst.state.is_gone() for inst in adapter.describe()):

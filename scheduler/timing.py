@@ -27,8 +27,6 @@ AGENT_LOST_AFTER_S = 60.0
 # after its launch is not taken for gone by the controller, and is reported pending by an
 # adapter that tracks its launches (Alibaba). One value for both, the slowest cloud's.
 INSTANCE_LISTING_GRACE_S = 120.0
-# A launched instance whose agent never reported within this time is replaced.
-AGENT_START_TIMEOUT_S = 300.0
 # After the grace period the agent still needs time to upload the checkpoint.
 CHECKPOINT_SYNC_TIMEOUT_S = 300.0
 # A job control lease outlives a few reconcile passes so a slow pass does not lose it, and is

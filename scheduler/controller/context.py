@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from providers.base import Provider
+from providers.base import Compute, Provider
 from providers.errors import ProviderError
 from core.models import TAG_OWNER, Instance, Job, utcnow
 from core.models.agents import AgentReport
@@ -24,7 +24,8 @@ class ProviderRegistry:
     """Routes an offer's ``provider`` name to the adapter serving it.
 
     A replayed market serves several provider names at once (it imitates them), so an adapter
-    may register under every name in its ``provider_names`` attribute.
+    registers under every name in its ``provider_names``. Only :class:`~providers.base.Compute`
+    adapters launch; the others (public catalogs) only list offers.
     """
 
     def __init__(self, providers: Iterable[Provider] = ()) -> None:
@@ -37,7 +38,7 @@ class ProviderRegistry:
         """Register ``provider``. Raises ``ValueError`` when one of its names is already served
         by another adapter (e.g. a replayed market imitating ``aws`` beside the real one): their
         offers and instances would be mixed up."""
-        names = set(getattr(provider, "provider_names", None) or {provider.name})
+        names = set(provider.provider_names)
         taken = sorted(names & set(self._by_name))
         if taken:
             raise ValueError(f"provider name(s) {', '.join(taken)} served by two adapters")
@@ -52,8 +53,21 @@ class ProviderRegistry:
         except KeyError:
             raise KeyError(f"no provider configured for {name!r}") from None
 
+    def compute(self, name: str) -> Compute:
+        """The adapter that launches for ``name``. Raises ``KeyError`` naming the provider
+        when none is configured or the one configured only lists offers."""
+        provider = self.get(name)
+        if not isinstance(provider, Compute):
+            raise KeyError(f"provider {name!r} only lists offers ({provider.name} cannot "
+                           "launch)")
+        return provider
+
     def adapters(self) -> list[Provider]:
         return list(self._adapters)
+
+    def computes(self) -> list[Compute]:
+        """The adapters that launch, describe and terminate instances."""
+        return [p for p in self._adapters if isinstance(p, Compute)]
 
 
 @dataclass
@@ -129,18 +143,17 @@ class Context:
     listening_since: datetime | None = None
 
     def observe(self) -> Observed:
-        """Describe every instance we own, per adapter, into a new :class:`Observed` (this
-        context is left as it is). An adapter that fails is remembered so that no step
-        concludes "instance gone" from a failed describe."""
+        """Describe every instance we own, per launching adapter, into a new
+        :class:`Observed` (this context is left as it is). An adapter that fails is
+        remembered so that no step concludes "instance gone" from a failed describe."""
         observed = Observed()
-        for adapter in self.providers.adapters():
+        for adapter in self.providers.computes():
             try:
                 for inst in adapter.describe({TAG_OWNER: self.owner}):
                     observed.by_id[inst.id] = inst
             except ProviderError as exc:
                 log.warning("describe failed for %s: %s", adapter.name, exc)
-                observed.failed_providers.update(
-                    getattr(adapter, "provider_names", None) or {adapter.name})
+                observed.failed_providers.update(adapter.provider_names)
         return observed
 
     def for_pass(self) -> Context:

@@ -31,7 +31,7 @@ def launch(ctx: Context, job: Job) -> Job | None:
     assert placement is not None and placement.instance_id is None
     instance = ctx.observed.by_client_token(placement.client_token)
     if instance is None:
-        provider = ctx.providers.get(placement.offer.provider)
+        provider = ctx.providers.compute(placement.offer.provider)
         request = LaunchRequest(
             offer=placement.offer,
             client_token=placement.client_token,

@@ -26,7 +26,6 @@ from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
 from core.models.agents import AgentPhase, AgentReport
 from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from scheduler.timing import (
-    AGENT_START_TIMEOUT_S,
     CHECKPOINT_SYNC_TIMEOUT_S,
     INSTANCE_LISTING_GRACE_S,
     UNAVAILABLE_OFFER_TTL_S,
@@ -75,9 +74,8 @@ def observe(ctx: Context, job: Job) -> Job | None:
             return _lost(ctx, job, "no checkpoint reported after the notice", PlacementEnd.PREEMPTED)
     if report is None:
         started = _silent_since(ctx, placement.started_at or placement.decided_at)
-        # A cloud VM boots and installs the agent for minutes; a provider may say how long.
-        timeout_s = getattr(ctx.providers.get(placement.offer.provider), "agent_start_timeout_s",
-                            AGENT_START_TIMEOUT_S)
+        # A cloud VM boots and installs the agent for minutes: each adapter says how long.
+        timeout_s = ctx.providers.compute(placement.offer.provider).agent_start_timeout_s
         if (ctx.clock() - started).total_seconds() > timeout_s:
             return _lost(ctx, job, f"agent never reported within {timeout_s:.0f} s",
                          PlacementEnd.LOST)

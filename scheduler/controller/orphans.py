@@ -32,7 +32,7 @@ def sweep_orphans(ctx: Context) -> list[str]:
         if (now - inst.launched_at).total_seconds() < ORPHAN_GRACE_S:
             continue
         try:
-            ctx.providers.get(inst.offer.provider).terminate(inst.id)
+            ctx.providers.compute(inst.offer.provider).terminate(inst.id)
             terminated.append(inst.id)
             log.warning("terminated orphan instance %s (job %s)", inst.id, inst.job_id)
         except (ProviderError, KeyError) as exc:

@@ -67,7 +67,7 @@ def place(ctx: Context, job: Job) -> Job | None:
         return wait(ctx, job, explanation)
     offer = snap.offers[index]
     try:
-        provider = ctx.providers.get(offer.provider)
+        provider = ctx.providers.compute(offer.provider)
     except KeyError as exc:
         return wait(ctx, job, str(exc))
     attempt = job.attempt + 1

@@ -92,15 +92,17 @@ class JobInputs:
 
 
 def launchable(providers: ProviderRegistry | None, provider: str) -> bool:
-    """Offers of display-only sources (public catalogs) and of providers no longer configured
-    are shown by ``schedctl offers`` but never placed on. Without a registry (an API app built
-    without the daemon's providers) every provider counts as launchable."""
+    """Offers of display-only sources (public catalogs: not a
+    :class:`~providers.base.Compute`) and of providers no longer configured are shown by
+    ``schedctl offers`` but never placed on. Without a registry (an API app built without the
+    daemon's providers) every provider counts as launchable."""
     if providers is None:
         return True
     try:
-        return bool(getattr(providers.get(provider), "launchable", True))
+        providers.compute(provider)
     except KeyError:
         return False
+    return True
 
 
 def sample_matrix(rings: list[str | None]) -> np.ndarray | None:

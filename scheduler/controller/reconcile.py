@@ -67,7 +67,7 @@ def _launched_anyway(ctx: Context, job: Job) -> str | None:
     placement = job.placement
     assert placement is not None
     try:
-        found = ctx.providers.get(placement.offer.provider).describe({TAG_JOB: job.id})
+        found = ctx.providers.compute(placement.offer.provider).describe({TAG_JOB: job.id})
     except (ProviderError, KeyError):
         return None
     return next((i.id for i in found

@@ -42,7 +42,7 @@ def terminate_current(ctx: Context, job: Job) -> None:
     placement = job.placement
     if placement is None or placement.instance_id is None:
         return
-    ctx.providers.get(placement.offer.provider).terminate(placement.instance_id)
+    ctx.providers.compute(placement.offer.provider).terminate(placement.instance_id)
 
 
 def end_placement(ctx: Context, job: Job, reason: PlacementEnd,
