@@ -67,7 +67,7 @@ AGENT_KILL_WAIT_S = 5.0
 # After the job exits, how long to wait for the rest of its output (children may still write).
 AGENT_OUTPUT_DRAIN_S = 2.0
 
-# --- policy v2 in the daemon (placement, price migration, budgets) -------------------------
+# --- the policy in the daemon (placement, price migration, budgets) ------------------------
 
 # Availability samples kept per offer, one per offer poll (1 = listed, 0 = absent): 288 polls
 # span 4.8 h at the 60 s cloud poll (OFFER_POLL_S) and 9.6 min of wall time (9.6 market hours

@@ -1,4 +1,4 @@
-"""Step for a running job the observation left unchanged: ask policy v2 whether moving pays
+"""Step for a running job the observation left unchanged: ask the policy whether moving pays
 (:func:`policies.decisions.should_migrate`, with its hysteresis: minimum dwell after a start, no
 move back to the offer just left within the ping-pong cooldown).
 
@@ -24,7 +24,7 @@ _MOVES = (Reason.MIGRATE_PRICE, Reason.MIGRATE_TO_SPOT, Reason.SAFETY_NET)
 
 
 def consider_move(ctx: Context, job: Job) -> Job | None:
-    """Request a checkpoint-and-move when v2 says it pays; ``None`` when the job stays."""
+    """Request a checkpoint-and-move when the policy says it pays; ``None`` when the job stays."""
     placement = job.placement
     if job.state is not JobState.RUNNING or job.cancel_requested or job.stop_request is not None \
             or placement is None or placement.instance_id is None:

@@ -1,4 +1,4 @@
-"""Step for pending and migrating jobs: choose an offer with policy v2
+"""Step for pending and migrating jobs: choose an offer with the policy
 (:func:`policies.decisions.decide_placement`) and record the placement. A job that left its
 offer because the price rose above its ``max_price_usd_per_hour`` and finds no compliant offer
 waits ``pending``, with a reason naming the price and the limit.

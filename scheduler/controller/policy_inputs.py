@@ -1,4 +1,4 @@
-"""What the v2 policy decides on, read from the store: the launchable offers, their per-poll
+"""What the policy decides on, read from the store: the launchable offers, their per-poll
 availability samples, and one job's view (:mod:`policies.daemon_views`).
 
 The controller and ``schedctl plan`` (:mod:`scheduler.services.plans`) both build their inputs
