@@ -53,6 +53,13 @@ def budget_level(spent_usd: np.ndarray, limit_usd: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(limit), 0.0, level)
 
 
+def thresholds_reached(scope: str, spent_usd: float, limit_usd: float) -> list[BudgetAlert]:
+    """One alert per threshold of ``limit_usd`` (USD) that ``spent_usd`` has reached, lowest
+    first, for one job (``job`` index 0); none without a limit (``inf``)."""
+    level = float(budget_level(spent_usd, limit_usd))
+    return [BudgetAlert(0, scope, t, spent_usd, limit_usd) for t in THRESHOLDS if t <= level]
+
+
 def crossed(prev_spent_usd: np.ndarray, spent_usd: np.ndarray, limit_usd: np.ndarray,
             scope: str = "job") -> list[BudgetAlert]:
     """Alerts for every threshold crossed between two spend readings (oldest threshold first).

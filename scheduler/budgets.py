@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from core.models import Job
-from policies.budget import THRESHOLDS, BudgetAlert, budget_level
+from policies.budget import BudgetAlert, budget_level, thresholds_reached
 from scheduler.store import Store
 from scheduler.store.budgets import BudgetSettings
 
@@ -54,11 +54,7 @@ def reached(store: Store, settings: BudgetSettings, job: Job,
     user_limit = settings.users.get(job.spec.owner)
     if user_limit is not None:
         limits.append(("user", owner_spent(store, settings, job.spec.owner), user_limit))
-    out = []
-    for scope, used, limit in limits:
-        level = float(budget_level(used, limit))
-        out += [BudgetAlert(0, scope, t, used, limit) for t in THRESHOLDS if t <= level]
-    return out
+    return [a for scope, used, limit in limits for a in thresholds_reached(scope, used, limit)]
 
 
 def alert_tag(alert: BudgetAlert) -> str:

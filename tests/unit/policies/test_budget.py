@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from policies.budget import budget_level, crossed, must_stop
+from policies.budget import budget_level, crossed, must_stop, thresholds_reached
 from policies.decisions import decide
 from policies.views import NO_OFFER, JobView, Reason
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
@@ -39,3 +39,12 @@ def test_at_100_percent_the_job_checkpoints_and_stops():
     at_90 = JobView.build(1, current=0, spent_usd=95.0, budget_usd=100.0)
     assert decide(at_90, market(models)).reason[0] == Reason.CONTINUE
     assert must_stop(np.array([1.0]), np.array([1.0]), np.array([0.0]), np.array([np.inf]))[0]
+
+
+def test_thresholds_reached_lists_every_level_up_to_the_spend():
+    assert [a.threshold for a in thresholds_reached("job", 9.5, 10.0)] == [0.8, 0.9]
+    assert [(a.scope, a.threshold, a.spent_usd, a.limit_usd)
+            for a in thresholds_reached("user", 12.0, 10.0)] == [
+        ("user", 0.8, 12.0, 10.0), ("user", 0.9, 12.0, 10.0), ("user", 1.0, 12.0, 10.0)]
+    assert thresholds_reached("job", 7.9, 10.0) == []
+    assert thresholds_reached("job", 1e9, float("inf")) == []
