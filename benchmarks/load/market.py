@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.base import LaunchRequest
+from providers.base import Compute, LaunchRequest
 from scheduler.controller.transitions import client_token
 from core.models import (
     TAG_ATTEMPT,
@@ -60,15 +60,15 @@ def offer_keys(count: int) -> list[tuple[OfferKey, str, int, float]]:
     return out
 
 
-class SteadyMarket:
-    """Implements :class:`providers.base.Provider` for ``jobs`` seeded jobs and ``offers``
+class SteadyMarket(Compute):
+    """A :class:`providers.base.Compute` for ``jobs`` seeded jobs and ``offers``
     offers (prices change every wall-clock second)."""
 
     name = NAME
     # Above 1, the daemon polls it like a replayed market: every REPLAY_OFFER_POLL_S (2 s) rather
     # than a cloud's minute. Nothing else reads it here (the seeded placements keep 1.0).
     time_scale = 2.0
-    launchable = True
+    agent_start_timeout_s = 300.0  # nothing boots: the seeded agents report at once
 
     def __init__(self, jobs: int, offers: int, owner: str) -> None:
         self._keys = offer_keys(offers)
@@ -81,7 +81,7 @@ class SteadyMarket:
         level = on_demand * (0.3 + 0.01 * (i % 7)) if spot else on_demand
         return round(level * (1 + 0.02 * math.sin(second / 7 + i)), 4)
 
-    def list_offers(self) -> list[Offer]:
+    def _list_offers(self) -> list[Offer]:
         second = int(time.time())
         now = datetime.now(UTC)
         return [Offer(**key.model_dump(), gpu_model=gpu, gpu_count=1, vram_gib=vram, vcpus=8,
@@ -90,10 +90,10 @@ class SteadyMarket:
                       price_usd_per_hour=self._price(i, od, second, key.market is Market.SPOT))
                 for i, (key, gpu, vram, od) in enumerate(self._keys)]
 
-    def poll_prices(self, since: datetime | None = None) -> list[PriceObservation]:
+    def _poll_prices(self, since: datetime | None) -> list[PriceObservation]:
         return [PriceObservation(series=o.key.series(), price_usd_per_hour=o.price_usd_per_hour,
                                  observed_at=o.observed_at)
-                for o in self.list_offers() if o.market is Market.SPOT]
+                for o in self._list_offers() if o.market is Market.SPOT]
 
     def seeded_instance(self, n: int) -> Instance:
         key = self._keys[0][0]
@@ -103,24 +103,19 @@ class SteadyMarket:
                         client_token=client_token(job_id(n), 1), state=state, launched_at=T0,
                         tags={TAG_OWNER: self._owner, TAG_JOB: job_id(n), TAG_ATTEMPT: "1"})
 
-    def launch(self, request: LaunchRequest) -> Instance:
+    def _launch(self, request: LaunchRequest) -> Instance:
         return Instance(id=f"i-{request.client_token}", provider=NAME, offer=request.offer.key,
                         client_token=request.client_token, state=InstanceState.PENDING,
                         launched_at=datetime.now(UTC), tags=request.tags)
 
-    def terminate(self, instance_id: str) -> None:
+    def _terminate(self, instance_id: str) -> None:
         with self._lock:
             self._terminated.add(instance_id)
 
-    def describe(self, tags: dict[str, str] | None = None) -> list[Instance]:
+    def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
         found = [self.seeded_instance(n) for n in range(self._jobs)]
         return [i for i in found if all(i.tags.get(k) == v for k, v in (tags or {}).items())]
 
-    def unavailable_reason(self, key: OfferKey) -> str | None:
-        return None
-
-    def close(self) -> None:
-        pass
 
 
 def _factory(entry: dict[str, Any], base: Path, home: Path) -> SteadyMarket:
