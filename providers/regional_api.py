@@ -10,12 +10,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from core.models import Market, Offer
 from providers.errors import ProviderError, TransientError
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 class RequestCounter:
@@ -141,6 +142,14 @@ def install_log_redaction(logger_names: Iterable[str], words: tuple[str, ...]) -
 
 
 @dataclass(frozen=True)
+class ListPrices(Generic[V]):
+    """A region's list (on-demand) prices per instance type, as fetched at ``fetched_at``."""
+
+    prices: dict[str, V]
+    fetched_at: datetime
+
+
+@dataclass(frozen=True)
 class GpuType:
     """One GPU instance type's hardware: ``gpu_count`` GPUs of ``vram_gib`` each, ``vcpus``
     and ``memory_gib`` of host memory."""
@@ -148,9 +157,9 @@ class GpuType:
     instance_type: str
     gpu_model: str
     gpu_count: int
-    vram_gib: float
     vcpus: int
     memory_gib: float
+    vram_gib: float
 
     def offer(self, provider: str, region: str, zone: str, market: Market, price: float,
               on_demand: float | None, risk: float | None, observed_at: datetime) -> Offer:

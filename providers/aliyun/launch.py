@@ -119,18 +119,9 @@ def run_instances_params(*, offer: Offer, client_token: str, tags: Mapping[str, 
 def render_user_data(agent_env: Mapping[str, str], *, pip_spec: str, venv: str | None,
                      metadata_url: str = METADATA_URL, base_dir: str = AGENT_BASE_DIR,
                      supervisor: str = "auto") -> str:
-    """The cloud-init user data script (see the module docstring) for one agent.
-
-    - **agent_env**: ``LaunchRequest.agent_env`` (secrets inside; this text must never be
-      logged). ``GA_INSTANCE_ID`` is added on the instance from metadata; ``GA_METADATA_FLAVOR``
-      (``aliyun``), ``GA_METADATA_URL`` (``metadata_url``) and ``GA_WORK_DIR`` here.
-    - **pip_spec** / **venv**: what to install and where (``venv`` None: system python3).
-    - **metadata_url**, **base_dir**, **supervisor** (``auto`` | ``systemd`` | ``nohup``): the
-      defaults are what ECS needs; tests run the script against a local metadata fake.
-
-    Raises ``ValueError`` for a bad variable name, a path outside ``[A-Za-z0-9_./-]`` or an
-    unknown supervisor.
-    """
+    """ECS's cloud-init script (module docstring) for one agent, with ECS's metadata
+    address and stop timeout; see :func:`providers.bootstrap.render_user_data` for the
+    arguments and errors. The text carries ``agent_env``'s secrets: never log it."""
     return bootstrap.render_user_data(
         agent_env, cloud="ECS", flavor="aliyun", metadata_url=metadata_url,
         instance_id_step=_INSTANCE_ID_STEP, pip_spec=pip_spec, venv=venv, base_dir=base_dir,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,16 +34,8 @@ from core.models import (
     PriceObservation,
     utcnow,
 )
+from providers.aliyun import cache, translate
 from providers.aliyun import launch as launching
-from providers.aliyun import translate
-from providers.aliyun.cache import (
-    AVAILABLE_RESOURCES_TTL_S,
-    CURRENT_SPOT_WINDOW_S,
-    INSTANCE_TYPES_TTL_S,
-    ON_DEMAND_PRICES_TTL_S,
-    REGIONS_TTL_S,
-    SPOT_ADVICE_TTL_S,
-)
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
 from providers.aliyun.settings import AliyunSettings
 from providers.aliyun.tracking import InstanceTracker
@@ -52,16 +43,10 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
 from providers.regional import RegionalCompute
-from providers.regional_api import latest_spot_prices
+from providers.regional_api import ListPrices, latest_spot_prices
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"
-
-
-@dataclass(frozen=True)
-class _OnDemand:
-    prices: dict[str, tuple[float, str]]  # type → (list price per hour, currency)
-    fetched_at: datetime
 
 
 class AliyunProvider(RegionalCompute, Checked):
@@ -98,15 +83,15 @@ class AliyunProvider(RegionalCompute, Checked):
         self.client: AliyunClient
         self.currencies = translate.Currencies(settings.default_currency,
                                                dict(settings.exchange_rates_usd))
-        self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", REGIONS_TTL_S)
+        self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", cache.REGIONS_TTL_S)
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
-            "instance types", INSTANCE_TYPES_TTL_S)
+            "instance types", cache.INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[tuple[str, Market], dict[str, tuple[str, ...]]] = TTLCache(
-            "available resources", AVAILABLE_RESOURCES_TTL_S)
-        self._on_demand: TTLCache[str, _OnDemand] = TTLCache(
-            "on-demand prices", ON_DEMAND_PRICES_TTL_S)
+            "available resources", cache.AVAILABLE_RESOURCES_TTL_S)
+        self._on_demand: TTLCache[str, ListPrices[tuple[float, str]]] = TTLCache(
+            "on-demand prices", cache.ON_DEMAND_PRICES_TTL_S)
         self._advice: TTLCache[str, dict[tuple[str | None, str], float]] = TTLCache(
-            "spot advice", SPOT_ADVICE_TTL_S)
+            "spot advice", cache.SPOT_ADVICE_TTL_S)
         self._native: dict[OfferKey, translate.NativePrice] = {}
         self._logged_rates: set[str] = set()
         self.tracker = InstanceTracker(clock)
@@ -169,10 +154,11 @@ class AliyunProvider(RegionalCompute, Checked):
         """GPU types with stock in any configured market of ``region``."""
         return sorted({t for m in self.settings.markets for t in self._market_zones(region, m)})
 
-    def _on_demand_prices(self, region: str, types: list[str]) -> _OnDemand:
+    def _on_demand_prices(self, region: str,
+                          types: list[str]) -> ListPrices[tuple[float, str]]:
         """List prices of ``types``; a type ECS has no price for (or that fails with anything
         but auth/transient errors) is left out with a warning."""
-        def load() -> _OnDemand:
+        def load() -> ListPrices[tuple[float, str]]:
             prices: dict[str, tuple[float, str]] = {}
             for itype in types:
                 try:
@@ -183,7 +169,7 @@ class AliyunProvider(RegionalCompute, Checked):
                 except (ProviderError, ValueError) as exc:
                     log.warning("aliyun on-demand price of %s in %s unavailable: %s",
                                 itype, region, exc)
-            return _OnDemand(prices, self._clock())
+            return ListPrices(prices, self._clock())
         return self._on_demand.get_or_load(region, load)
 
     def _spot_records(self, region: str, types: list[str], start: datetime
@@ -221,7 +207,7 @@ class AliyunProvider(RegionalCompute, Checked):
         spot_types = sorted(zones.get(Market.SPOT, {}))
         now = self._clock()
         spot = latest_spot_prices(self._spot_records(
-            region, spot_types, now - timedelta(seconds=CURRENT_SPOT_WINDOW_S)))
+            region, spot_types, now - timedelta(seconds=cache.CURRENT_SPOT_WINDOW_S)))
         risks = self._risks(region, spot_types) if spot_types else {}
         launch = self.settings.launch
         pairs, warnings = translate.build_offers(

@@ -42,7 +42,7 @@ from core.models import (
     PreemptionNotice,
     PriceObservation,
 )
-from providers.regional_api import aware_utc, parse_each
+from providers.regional_api import GpuType, aware_utc, parse_each
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -120,16 +120,10 @@ def _number(value: Any, field: str) -> float:
 
 # ----- instance types ------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GpuInstanceType:
-    """One GPU instance type. ``vram_gib`` is per GPU."""
+class GpuInstanceType(GpuType):
+    """One GPU instance type of an ECS ``family`` (``ecs.gn6i``)."""
 
-    instance_type: str
-    family: str
-    gpu_model: str
-    gpu_count: int
-    vram_gib: float
-    vcpus: int
-    memory_gib: float
+    family: str = ""
 
 
 def gpu_model_name(spec: str) -> str:
@@ -345,17 +339,12 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
     offers: list[tuple[Offer, NativePrice]] = []
     warnings: set[str] = set()
     for itype in sorted(types):
-        gpu = types[itype]
-        hardware: dict[str, Any] = {
-            "provider": PROVIDER, "region": region, "instance_type": itype,
-            "gpu_model": gpu.gpu_model, "gpu_count": gpu.gpu_count, "vram_gib": gpu.vram_gib,
-            "vcpus": gpu.vcpus, "memory_gib": gpu.memory_gib, "observed_at": observed_at}
         for market in (Market.ON_DEMAND, Market.SPOT):
             for zone in (zones.get(market) or {}).get(itype, ()):
                 if allowed is not None and zone not in allowed:
                     continue
                 try:
-                    pair = _offer(market, zone, itype, hardware, on_demand.get(itype),
+                    pair = _offer(market, zone, region, types[itype], on_demand.get(itype),
                                   spot.get((zone, itype)), currencies, observed_at,
                                   risk_for(risks, zone, itype))
                 except ValueError as exc:
@@ -366,7 +355,7 @@ def build_offers(region: str, types: Mapping[str, GpuInstanceType],
     return offers, sorted(warnings)
 
 
-def _offer(market: Market, zone: str, itype: str, hardware: dict[str, Any],
+def _offer(market: Market, zone: str, region: str, gpu: GpuType,
            list_price: tuple[float, str] | None, spot: SpotPrice | None,
            currencies: Currencies, observed_at: datetime, risk: float | None
            ) -> tuple[Offer, NativePrice] | None:
@@ -380,17 +369,14 @@ def _offer(market: Market, zone: str, itype: str, hardware: dict[str, Any],
         native = NativePrice(price=od_native[0], currency=od_native[1],
                              usd_per_unit=currencies.rate(od_native[1]), at=observed_at,
                              on_demand_price=od_native[0])
-        return (Offer(zone=zone, market=market, price_usd_per_hour=od_usd,
-                      on_demand_price_usd_per_hour=od_usd, interruption_risk=0.0, **hardware),
-                native)
+        return gpu.offer(PROVIDER, region, zone, market, od_usd, od_usd, 0.0, observed_at), native
     if spot is None:
         return None
     rate = currencies.rate(spot.currency)
     native = NativePrice(price=spot.spot, currency=spot.currency, usd_per_unit=rate, at=spot.at,
                          on_demand_price=od_native[0] if od_native else None)
-    return (Offer(zone=zone, market=market, price_usd_per_hour=spot.spot * rate,
-                  on_demand_price_usd_per_hour=od_usd, interruption_risk=risk, **hardware),
-            native)
+    return gpu.offer(PROVIDER, region, zone, market, spot.spot * rate, od_usd, risk,
+                     observed_at), native
 
 
 def on_demand_observations(region: str, zones: Mapping[str, tuple[str, ...]],

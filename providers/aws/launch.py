@@ -103,18 +103,10 @@ def run_instances_params(*, offer: Offer, client_token: str, tags: Mapping[str, 
 def render_user_data(agent_env: Mapping[str, str], *, pip_spec: str, venv: str | None,
                      imds_url: str = IMDS_URL, base_dir: str = AGENT_BASE_DIR,
                      supervisor: str = "auto") -> str:
-    """The cloud-init user data script (see the module docstring) for one agent.
-
-    - **agent_env**: ``LaunchRequest.agent_env`` (secrets inside; this text must never be
-      logged). ``GA_INSTANCE_ID`` is added on the instance from IMDS; ``GA_METADATA_FLAVOR``,
-      ``GA_METADATA_URL`` (``imds_url``) and ``GA_WORK_DIR`` here.
-    - **pip_spec** / **venv**: what to install and where (``venv`` None: system python3).
-    - **imds_url**, **base_dir**, **supervisor** (``auto`` | ``systemd`` | ``nohup``): the
-      defaults are what EC2 needs; tests run the script against a local IMDS in a temp dir.
-
-    Raises ``ValueError`` for a bad variable name, a path outside ``[A-Za-z0-9_./-]`` or an
-    unknown supervisor.
-    """
+    """The EC2 user data script (see the module docstring) for one agent: arguments and
+    errors as :func:`providers.bootstrap.render_user_data`; the defaults are what EC2 needs
+    (tests run the script against a local IMDS in a temp dir). Never log the result: it
+    carries ``agent_env``'s secrets."""
     return bootstrap.render_user_data(
         agent_env, cloud="EC2", flavor="aws", metadata_url=imds_url,
         instance_id_step=_INSTANCE_ID_STEP, pip_spec=pip_spec, venv=venv, base_dir=base_dir,

@@ -20,14 +20,13 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from core.models import Instance, Market, Offer, PriceObservation, utcnow
+from providers.aws import instances, translate
 from providers.aws import launch as launching
-from providers.aws import translate
 from providers.aws.advisor import SpotAdvisor
 from providers.aws.cache import (
     INSTANCE_TYPE_OFFERINGS_TTL_S,
@@ -40,16 +39,10 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
 from providers.regional import RegionalCompute
-from providers.regional_api import latest_spot_prices
+from providers.regional_api import ListPrices, latest_spot_prices
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"
-
-
-@dataclass(frozen=True)
-class _OnDemand:
-    prices: dict[str, float]
-    fetched_at: datetime
 
 
 class AwsProvider(RegionalCompute, Checked):
@@ -89,7 +82,7 @@ class AwsProvider(RegionalCompute, Checked):
             "instance types", INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[str, dict[str, tuple[str, ...]]] = TTLCache(
             "instance type offerings", INSTANCE_TYPE_OFFERINGS_TTL_S)
-        self._on_demand: TTLCache[str, _OnDemand] = TTLCache(
+        self._on_demand: TTLCache[str, ListPrices[float]] = TTLCache(
             "on-demand prices", ON_DEMAND_PRICES_TTL_S)
 
     def check(self) -> list[CheckResult]:
@@ -123,16 +116,16 @@ class AwsProvider(RegionalCompute, Checked):
         return self._zones.get_or_load(region, lambda: translate.zones_by_type(
             self.client.iter_type_offerings(region, types)))
 
-    def _on_demand_prices(self, region: str, types: list[str]) -> _OnDemand | None:
+    def _on_demand_prices(self, region: str, types: list[str]) -> ListPrices[float] | None:
         """The region's list prices; None (and a warning) when the Price List API fails and
         nothing was cached: spot offers are still worth listing."""
-        def load() -> _OnDemand:
+        def load() -> ListPrices[float]:
             prices, skipped = translate.on_demand_prices(self.client.iter_price_list(region),
                                                          types)
             if skipped:
                 log.warning("aws pricing %s: skipped %d malformed product documents",
                             region, skipped)
-            return _OnDemand(prices, self._clock())
+            return ListPrices(prices, self._clock())
         try:
             return self._on_demand.get_or_load(region, load)
         except ProviderError as exc:
@@ -192,13 +185,13 @@ class AwsProvider(RegionalCompute, Checked):
         if spot_running:
             now = self._clock()
             for req in self.client.spot_requests(region, spot_running):
-                notice = translate.notice_from_spot_request(req, now)
+                notice = instances.notice_from_spot_request(req, now)
                 if notice is not None and req.get("InstanceId"):
                     notices[req["InstanceId"]] = notice
         out = []
         for raw in raws:
             try:
-                out.append(translate.instance_from_api(raw, region,
+                out.append(instances.instance_from_api(raw, region,
                                                        notices.get(raw.get("InstanceId"))))
             except ValueError as exc:
                 log.warning("aws describe %s: skipping an instance: %s", region, exc)
@@ -210,7 +203,7 @@ class AwsProvider(RegionalCompute, Checked):
                      if i.client_token == client_token), None)
 
     def _run_instance(self, request: LaunchRequest, region: str) -> Instance:
-        instance = translate.instance_from_api(
+        instance = instances.instance_from_api(
             self.client.run_instance(region, self._run_params(request, region)), region)
         if not instance.client_token:
             instance = instance.model_copy(update={"client_token": request.client_token})

@@ -1,4 +1,5 @@
-"""Pure translation between AWS API dicts and gpu-arbiter models: no I/O, no clock.
+"""Pure translation of AWS API dicts to offers and prices: no I/O, no clock (instances are
+:mod:`.instances`).
 
 Sources of each input (all boto3 response shapes, or the documented file formats):
 
@@ -14,7 +15,6 @@ Sources of each input (all boto3 response shapes, or the documented file formats
   ``terms.OnDemand.<offer>.priceDimensions.<rate>.pricePerUnit.USD`` with ``unit`` ``Hrs``.
 - The Spot Instance Advisor file: ``spot_advisor[region][os][type] = {"s": savings %, "r":
   bucket}`` (the shared README calls the top key ``spot_data``; both are accepted).
-- ``Instance`` (``describe_instances``/``run_instances``) and ``SpotInstanceRequest``.
 """
 
 from __future__ import annotations
@@ -23,19 +23,11 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from core.models import (
-    Instance,
-    InstanceState,
-    Market,
-    Offer,
-    OfferKey,
-    PreemptionNotice,
-    PriceObservation,
-)
-from providers.regional_api import aware_utc, parse_each
+from core.models import Market, Offer, OfferKey, PriceObservation
+from providers.regional_api import GpuType, aware_utc, parse_each
 
 PROVIDER = "aws"
 MIB_PER_GIB = 1024.0
@@ -45,48 +37,14 @@ ADVISOR_OS = "Linux"
 # of each bucket's label (<5 %, 5-10 %, 10-15 %, 15-20 %), and 25 % for ">20 %" (open-ended; a
 # representative value, not a bound).
 RISK_BY_BUCKET: dict[int, float] = {0: 0.025, 1: 0.075, 2: 0.125, 3: 0.175, 4: 0.25}
-# AWS gives a spot instance two minutes between the interruption notice and the action.
-SPOT_NOTICE_LEAD_S = 120
-
-STATES: dict[str, InstanceState] = {
-    "pending": InstanceState.PENDING,
-    "running": InstanceState.RUNNING,
-    "shutting-down": InstanceState.SHUTTING_DOWN,
-    "stopping": InstanceState.SHUTTING_DOWN,
-    "terminated": InstanceState.TERMINATED,
-    # We launch with InstanceInitiatedShutdownBehavior=terminate; a stopped instance was stopped
-    # by someone else and no longer runs its job.
-    "stopped": InstanceState.TERMINATED,
-}
-# StateReason.Code → Instance.terminated_reason ("preempted" is what the controller keys on).
-TERMINATED_REASONS: dict[str, str] = {
-    "Server.SpotInstanceTermination": "preempted",
-    "Server.SpotInstanceShutdown": "preempted",
-    "Client.UserInitiatedShutdown": "terminated on request",
-    "Client.InstanceInitiatedShutdown": "shut down from inside the instance",
-    "Server.InsufficientInstanceCapacity": "no capacity at launch",
-    "Server.InternalError": "AWS internal error",
-    "Client.InternalError": "launch failed (client error)",
-    "Client.VolumeLimitExceeded": "volume limit exceeded",
-    "Server.ScheduledStop": "scheduled retirement",
-}
-NOTICE_ACTIONS = {"marked-for-termination": "terminate", "marked-for-stop": "stop",
-                  "marked-for-hibernation": "hibernate"}
-
 
 # ----- instance types ------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GpuInstanceType:
-    """One GPU instance type. ``vram_gib`` is per GPU; ``usage_classes`` says whether AWS sells
-    it ``on-demand`` and/or ``spot``."""
+class GpuInstanceType(GpuType):
+    """One GPU instance type; ``usage_classes`` says whether AWS sells it ``on-demand`` and/or
+    ``spot``."""
 
-    instance_type: str
-    gpu_model: str
-    gpu_manufacturer: str
-    gpu_count: int
-    vram_gib: float
-    vcpus: int
-    memory_gib: float
+    gpu_manufacturer: str = ""
     usage_classes: frozenset[str] = field(default_factory=lambda: frozenset({"on-demand", "spot"}))
 
 
@@ -302,22 +260,15 @@ def build_offers(region: str, types: dict[str, GpuInstanceType],
     for itype in sorted(types):
         gpu = types[itype]
         od = on_demand.get(itype)
-        hardware: dict[str, Any] = {
-            "provider": PROVIDER, "region": region, "instance_type": itype,
-            "gpu_model": gpu.gpu_model, "gpu_count": gpu.gpu_count, "vram_gib": gpu.vram_gib,
-            "vcpus": gpu.vcpus, "memory_gib": gpu.memory_gib, "observed_at": observed_at}
         for zone in sorted(set(zones.get(itype, ())) | spot_zones.get(itype, set())):
             if Market.ON_DEMAND in wanted and od is not None and "on-demand" in gpu.usage_classes:
-                offers.append(Offer(zone=zone, market=Market.ON_DEMAND, price_usd_per_hour=od,
-                                    on_demand_price_usd_per_hour=od, interruption_risk=0.0,
-                                    **hardware))
+                offers.append(gpu.offer(PROVIDER, region, zone, Market.ON_DEMAND, od, od, 0.0,
+                                        observed_at))
             price = spot.get((zone, itype))
             if Market.SPOT in wanted and price is not None and "spot" in gpu.usage_classes:
-                offers.append(Offer(zone=zone, market=Market.SPOT,
-                                    price_usd_per_hour=price.price_usd_per_hour,
-                                    on_demand_price_usd_per_hour=od,
-                                    interruption_risk=risks.get(itype),
-                                    **hardware))
+                offers.append(gpu.offer(PROVIDER, region, zone, Market.SPOT,
+                                        price.price_usd_per_hour, od, risks.get(itype),
+                                        observed_at))
     return offers
 
 
@@ -331,56 +282,3 @@ def on_demand_observations(region: str, zones: dict[str, tuple[str, ...]],
                          observed_at=observed_at, price_usd_per_hour=usd)
         for itype, usd in sorted(on_demand.items()) for zone in zones.get(itype, ())
     ]
-
-
-# ----- instances -----------------------------------------------------------------------------
-def instance_from_api(raw: dict[str, Any], region: str,
-                      notice: PreemptionNotice | None = None) -> Instance:
-    """An EC2 ``Instance`` dict → :class:`Instance`.
-
-    Market: ``spot`` when ``InstanceLifecycle == "spot"``, else ``on-demand``. State names map
-    through :data:`STATES`; a gone instance gets ``terminated_reason`` from
-    ``StateReason.Code`` (:data:`TERMINATED_REASONS`; a spot interruption is ``preempted``).
-    Raises ``ValueError`` naming the field for an unknown state or a missing field.
-    """
-    try:
-        state_name = raw["State"]["Name"]
-        zone = raw["Placement"]["AvailabilityZone"]
-        instance_id, itype = raw["InstanceId"], raw["InstanceType"]
-        launched_at = aware_utc(raw["LaunchTime"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"EC2 instance missing or bad field: {exc!r}") from None
-    if state_name not in STATES:
-        raise ValueError(f"EC2 instance {instance_id}: State.Name {state_name!r}; "
-                         f"known: {', '.join(STATES)}")
-    state = STATES[state_name]
-    reason = None
-    if state.is_gone():
-        code = (raw.get("StateReason") or {}).get("Code") or ""
-        if code in TERMINATED_REASONS:
-            reason = TERMINATED_REASONS[code]
-        else:
-            reason = "stopped" if state_name in ("stopped", "stopping") else (code or state_name)
-    market = Market.SPOT if raw.get("InstanceLifecycle") == "spot" else Market.ON_DEMAND
-    return Instance(
-        id=instance_id, provider=PROVIDER,
-        offer=OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=itype,
-                       market=market),
-        client_token=raw.get("ClientToken") or "", state=state, launched_at=launched_at,
-        tags={t["Key"]: t.get("Value", "") for t in raw.get("Tags") or []},
-        notice=notice, terminated_reason=reason,
-    )
-
-
-def notice_from_spot_request(request: dict[str, Any],
-                             received_at: datetime) -> PreemptionNotice | None:
-    """A ``SpotInstanceRequest`` whose ``Status.Code`` is ``marked-for-termination`` (or
-    ``-stop``/``-hibernation``) → the notice, with ``action_at`` = ``Status.UpdateTime`` + 2 min
-    (AWS's notice lead); else None."""
-    status = request.get("Status") or {}
-    action = NOTICE_ACTIONS.get(status.get("Code", ""))
-    if action is None or status.get("UpdateTime") is None:
-        return None
-    at = aware_utc(status["UpdateTime"]) + timedelta(seconds=SPOT_NOTICE_LEAD_S)
-    return PreemptionNotice(action=action, action_at=at, received_at=received_at)
-

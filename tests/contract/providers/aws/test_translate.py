@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.models import InstanceState, Market
-from providers.aws import translate
+from providers.aws import instances, translate
 from providers.regional_api import latest_spot_prices
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
@@ -167,30 +167,30 @@ def _instance(state: str = "running", **extra) -> dict:
 
 
 def test_instances_from_the_api() -> None:
-    inst = translate.instance_from_api(_instance(InstanceLifecycle="spot"), "us-east-1")
+    inst = instances.instance_from_api(_instance(InstanceLifecycle="spot"), "us-east-1")
     assert inst.offer.series() == "aws/us-east-1/us-east-1b/p3.2xlarge/spot"
     assert (inst.state, inst.client_token, inst.job_id, inst.terminated_reason) == (
         InstanceState.RUNNING, "job-1-1", "job-1", None)
-    assert translate.instance_from_api(_instance(), "us-east-1").offer.market is Market.ON_DEMAND
-    preempted = translate.instance_from_api(_instance(
+    assert instances.instance_from_api(_instance(), "us-east-1").offer.market is Market.ON_DEMAND
+    preempted = instances.instance_from_api(_instance(
         "terminated", InstanceLifecycle="spot",
         StateReason={"Code": "Server.SpotInstanceTermination",
                      "Message": "Server.SpotInstanceTermination: Spot instance termination"}),
         "us-east-1")
     assert preempted.state is InstanceState.TERMINATED and preempted.terminated_reason == "preempted"
-    by_user = translate.instance_from_api(_instance(
+    by_user = instances.instance_from_api(_instance(
         "shutting-down", StateReason={"Code": "Client.UserInitiatedShutdown"}), "us-east-1")
     assert by_user.terminated_reason == "terminated on request"
-    stopped = translate.instance_from_api(_instance("stopped"), "us-east-1")
+    stopped = instances.instance_from_api(_instance("stopped"), "us-east-1")
     assert (stopped.state, stopped.terminated_reason) == (InstanceState.TERMINATED, "stopped")
     with pytest.raises(ValueError, match="rebooting"):
-        translate.instance_from_api(_instance("rebooting"), "us-east-1")
+        instances.instance_from_api(_instance("rebooting"), "us-east-1")
 
 
 def test_notice_from_a_marked_spot_request() -> None:
     request = {"InstanceId": "i-0abc", "State": "active",
                "Status": {"Code": "marked-for-termination", "UpdateTime": T0}}
-    notice = translate.notice_from_spot_request(request, T0)
+    notice = instances.notice_from_spot_request(request, T0)
     assert (notice.action, notice.action_at) == ("terminate", T0 + timedelta(minutes=2))
     request["Status"]["Code"] = "fulfilled"
-    assert translate.notice_from_spot_request(request, T0) is None
+    assert instances.notice_from_spot_request(request, T0) is None
