@@ -32,7 +32,7 @@ from fastapi.testclient import TestClient
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobState, PlacementEnd, utcnow
-from core.models.jobs import Placement
+from core.models.placements import Placement
 from scheduler.store import Store, job_writes
 from scheduler.store.agents import AgentTokens
 from tests.factories.jobs import spec

@@ -11,22 +11,10 @@ from core.models.instances import (
     InstanceState,
     PreemptionNotice,
 )
-from core.models.jobs import (
-    AllowDeny,
-    CheckpointSpec,
-    Job,
-    JobEvent,
-    JobSpec,
-    JobState,
-    MarketChoice,
-    Placement,
-    PlacementEnd,
-    PriceChange,
-    Resources,
-    StopKind,
-    StopRequest,
-)
+from core.models.jobs import Job, JobEvent, JobState, StopKind, StopRequest
 from core.models.offers import Market, Offer, OfferKey, PriceObservation
+from core.models.placements import Placement, PlacementEnd, PriceChange
+from core.models.specs import AllowDeny, CheckpointSpec, JobSpec, MarketChoice, Resources
 
 __all__ = [
     "TAG_ATTEMPT",

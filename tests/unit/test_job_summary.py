@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from core.models import Job, JobState
-from core.models.jobs import Placement, PlacementEnd
+from core.models.placements import Placement, PlacementEnd
 from scheduler.services.jobs import summary
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer

@@ -21,7 +21,7 @@ from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobState, utcnow
 from core.models.agents import AgentPhase, AgentReport
-from core.models.jobs import Placement
+from core.models.placements import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.jobs import cap_log_line

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import JobState, PlacementEnd, utcnow
-from core.models.jobs import Placement
+from core.models.placements import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.jobs import JOB_LOG_MAX_LINE_BYTES, LOG_LINE_CUT_MARKER

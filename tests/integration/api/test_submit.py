@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import JobState, utcnow
-from core.models.jobs import Placement
+from core.models.placements import Placement
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from tests.factories.offers import offer

@@ -9,7 +9,7 @@ import sys
 from datetime import timedelta
 
 from core.models import JobState, PlacementEnd, utcnow
-from core.models.jobs import Placement
+from core.models.placements import Placement
 from tests.factories.offers import offer
 from tests.integration.cli.conftest import line_reader, new_job
 

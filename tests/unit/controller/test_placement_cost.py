@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from core.models import Job, JobState, Placement, PlacementEnd, PriceChange
-from core.models.jobs import MAX_PRICE_CHANGES
+from core.models.placements import MAX_PRICE_CHANGES
 from scheduler.services.costs import job_costs
 from scheduler.store.job_stats import saved_usd, summary
 from tests.factories.jobs import spec
