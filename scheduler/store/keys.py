@@ -48,11 +48,6 @@ def offers(provider: str) -> str:
     return f"{PREFIX}:offers:{provider}"
 
 
-def prices(series: str) -> str:
-    """Legacy (v0) raw price zset; no longer written, history lives under ``history_*``."""
-    return f"{PREFIX}:prices:{series}"
-
-
 def _history_ns(source: str) -> str:
     # Real history keeps the layout it always had, so history stored before sources existed
     # reads as real; other sources get their own namespace before the series' hash tag.
@@ -95,7 +90,7 @@ def lease(name: str) -> str:
     return f"{PREFIX}:lease:{name}"
 
 
-# --- policy v2 wiring (issue 6): availability samples, spend per owner, budget webhook ---
+# --- the policy in the daemon: availability samples, spend per owner, budget webhook -----
 OFFER_SAMPLES = f"{PREFIX}:offers:samples"    # hash series -> "0"/"1" per poll, oldest first
 BUDGET_OUTBOX = f"{PREFIX}:notify:budget"      # list of budget-alert JSON payloads to POST
 BUDGET_INFLIGHT = f"{PREFIX}:notify:budget:inflight"  # list: taken by a delivery run
@@ -108,7 +103,7 @@ def owner_spend(owner: str) -> str:
     return f"{PREFIX}:spend:{{{owner}}}"
 
 
-# --- observability (issue 7): event stream, per-job summaries, counters shared by replicas ---
+# --- observability: event stream, per-job summaries, counters shared by replicas --------
 EVENTS = f"{PREFIX}:events"                    # stream of job timeline events (capped)
 JOB_SUMMARIES = f"{PREFIX}:jobs:summary"       # hash active job_id -> JSON (state, money saved)
 JOBS_FINISHED = f"{PREFIX}:jobs:finished"      # hash finished job_id -> USD saved (counted below)
@@ -121,7 +116,7 @@ METRIC_MIGRATIONS = f"{PREFIX}:metrics:migrations"    # hash reason -> migration
 METRIC_PROVIDER_ERRORS = f"{PREFIX}:metrics:provider-errors"  # hash "provider|op|kind" -> n
 
 
-# --- several replicas (issue 7): fences, service leases, what replicas must share ---------
+# --- several replicas: fences, service leases, what replicas must share ------------------
 SHARED_OWNER = f"{PREFIX}:config:owner"          # instance ownership tag of this installation
 SHARED_STORE_URL = f"{PREFIX}:config:store-url"  # checkpoint store URL every replica uses
 RECONCILERS = f"{PREFIX}:reconcilers"            # zset replica id -> last pass ms
