@@ -10,7 +10,8 @@ that cloud's own adapter (or an earlier catalog) also serves the name, the catal
 are listed as ``<name>-catalog`` instead (:meth:`CatalogProvider.avoid_names`), so
 display-only offers never mix with offers that launch; a replayed market imitating the cloud
 yields the name to the catalog (see :func:`scheduler.provider_setup.build_providers`). Spot
-offers get ``default_spot_risk`` as interruption risk: catalogs carry none.
+offers are unrated (interruption risk ``None``: catalogs carry none), so the scheduler's one
+prior for unrated spot offers applies, unless ``default_spot_risk`` is configured.
 """
 
 from __future__ import annotations
@@ -52,18 +53,19 @@ class CatalogConfig(StrictModel):
             - {provider: gcp, path: "${GA_DATA_DIR}/catalogs/anycloud_2026-05-20/gcp/vms.csv"}
             - {provider: lambda, url: https://example.org/lambda/vms.csv}
           max_age_s: 3600          # URL bodies are revalidated at most this often
-          default_spot_risk: 0.15  # interruption risk given to spot offers (catalogs have none)
+          default_spot_risk: 0.2   # optional: interruption risk given to spot offers
     """
 
     kind: str
     catalogs: list[CatalogSpec] = Field(min_length=1)
     max_age_s: float = Field(default=CATALOG_MAX_AGE_S, ge=0)
-    default_spot_risk: float = Field(default=0.15, ge=0, le=1)
+    default_spot_risk: float | None = Field(default=None, ge=0, le=1)
 
 
 def offers_from_entries(provider: str, entries: list[CatalogEntry], observed_at: datetime,
-                        spot_risk: float) -> list[Offer]:
-    """Pure: catalog entries → offers (on-demand and spot per entry, when priced)."""
+                        spot_risk: float | None) -> list[Offer]:
+    """Pure: catalog entries → offers (on-demand and spot per entry, when priced); spot offers
+    get ``spot_risk`` as interruption risk (``None``: unrated)."""
     out = []
     for e in entries:
         common = dict(provider=provider, **machine_of(e), observed_at=observed_at,

@@ -3,7 +3,8 @@ run as a local fake cloud whose instances are local processes.
 
 - :func:`load_market` / :class:`ReplayMarket` (``market.py``): the market file and its offers.
 - ``python -m providers.replay.cloud`` (``cloud.py``): the fake cloud process.
-- :class:`ReplayProvider` (``provider.py``): the Provider protocol over that process.
+- :class:`ReplayProvider` (``provider.py``): a :class:`providers.base.Compute` over that process.
+- :class:`ReplayCloud` (``instances.py``): the process's instances, apart from HTTP.
 - :func:`shutdown_cloud` (``client.py``): stop a cloud and its instances.
 """
 

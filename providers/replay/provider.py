@@ -181,9 +181,7 @@ class ReplayProvider(Compute, Renames):
     def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
         """Instances carrying all ``tags`` (all when ``None``), terminated ones for an hour,
         with any preemption notice. Raises ``TransientError``."""
-        params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
-        resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
-        return [self._shown_instance(_instance(v)) for v in resp.json()["instances"]]
+        return [self._shown_instance(_instance(v)) for v in self.describe_raw(tags)]
 
     def close(self) -> None:
         """Close the HTTP client. The cloud process and its instances keep running."""
@@ -192,7 +190,8 @@ class ReplayProvider(Compute, Renames):
     # ----- only a replayed market ---------------------------------------------------------
     def describe_raw(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Like :meth:`describe` but the cloud's full view: adds ``pid``, ``pid_alive`` (the
-        agent process still runs), ``work_dir`` and ``terminated_at``."""
+        agent process still runs), ``work_dir`` and ``terminated_at``; provider names as the
+        market spells them. Raises ``TransientError``."""
         params = [("tag", f"{k}={v}") for k, v in (tags or {}).items()]
         resp = self._ok(self._client.request("GET", "/instances", params=params), "describe")
         return resp.json()["instances"]

@@ -86,7 +86,10 @@ def test_provider_offers_and_no_launch(data_dir, tmp_path):
     offers = provider.list_offers()
     assert {o.provider for o in offers} == set(CATALOGS) == provider.provider_names
     spot = [o for o in offers if o.market.value == "spot"]
-    assert spot and all(o.interruption_risk == 0.15 for o in spot)
+    # unrated: the scheduler's prior for unrated spot offers applies (poller.with_observed_risk)
+    assert spot and all(o.interruption_risk is None for o in spot)
+    rated = CatalogProvider(config.model_copy(update={"default_spot_risk": 0.2}), tmp_path)
+    assert {o.interruption_risk for o in rated.list_offers() if o.market.value == "spot"} == {0.2}
     assert len(provider.poll_prices()) == len(offers)
     assert provider.poll_prices(since=datetime.now(UTC)) == []
     # display and planning only: a source of offers that the scheduler never launches on
