@@ -59,7 +59,7 @@ class RegionalCompute(Compute):
     """A :class:`Compute` over ``settings.regions`` (see the module docstring).
 
     - **settings**: the cloud's validated entry (:class:`RegionalSettings`).
-    - **client**: its API client; **clock**: aware-UTC now (injectable for tests).
+    - **client**: its API client; **clock**: aware-UTC now (default :func:`utcnow`).
 
     Thread-safe. ``requests`` counts the HTTP requests made per operation.
     A cloud sets ``name``, ``agent_start_timeout_s``, ``launch_fields`` (named in the error
@@ -70,11 +70,11 @@ class RegionalCompute(Compute):
     idempotency_codes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, settings: RegionalSettings, client: RegionalClient, *,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] | None = None) -> None:
         self.settings = settings
         self.regions = list(settings.regions)
         self.client = client
-        self._clock = clock
+        self._clock = clock or utcnow
         self._lock = threading.Lock()
         self._last_offers: dict[str, tuple[datetime, list[Offer]]] = {}
         self._missed_since: dict[str, datetime] = {}  # region → start of a failed history poll

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -97,6 +97,13 @@ def aware_utc(value: datetime | str) -> datetime:
     if not isinstance(value, datetime):
         value = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def known(table: Mapping[str, V], value: str, what: str) -> V:
+    """``table[value]``; ``ValueError`` naming ``what`` and the known values when absent."""
+    if value not in table:
+        raise ValueError(f"{what} {value!r}; known: {', '.join(table)}")
+    return table[value]
 
 
 def chunks(values: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -36,6 +36,18 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
+def images_shape(value: str | dict[str, str], check: Callable[[str], object],
+                 region_pattern: re.Pattern[str], region_hint: str) -> str | dict[str, str]:
+    """An image field (one id, or a map region → id) when ``check`` passes every id (raising
+    ``ValueError`` otherwise) and every map key matches ``region_pattern``."""
+    for image in (value.values() if isinstance(value, dict) else [value]):
+        check(image)
+    bad = [r for r in value if not region_pattern.match(r)] if isinstance(value, dict) else []
+    if bad:
+        raise ValueError(f"{bad} are not {region_hint}")
+    return value
+
+
 class RegionalLaunchSettings(StrictModel):
     """The part of a ``launch:`` section every region-based cloud has.
 

@@ -32,7 +32,6 @@ from core.models import (
     Offer,
     OfferKey,
     PriceObservation,
-    utcnow,
 )
 from providers.aliyun import cache, translate
 from providers.aliyun import launch as launching
@@ -54,7 +53,7 @@ class AliyunProvider(RegionalCompute, Checked):
 
     - **settings**: the validated ``kind: aliyun`` entry (:class:`AliyunSettings`).
     - **client**: an :class:`AliyunClient` to use instead of building one from ``settings``.
-    - **clock**: aware-UTC now (injectable for tests).
+    - **clock**: aware-UTC now (default the wall clock; injectable for tests).
 
     Every method may block on ECS calls (5 s connect / 30 s read timeouts per request,
     ``max_attempts`` tries on throttling). With ``launch`` configured, zones without a vSwitch
@@ -73,7 +72,7 @@ class AliyunProvider(RegionalCompute, Checked):
     idempotency_codes = frozenset({"IdempotentParameterMismatch", "IdempotentProcessing"})
 
     def __init__(self, settings: AliyunSettings, *, client: AliyunClient | None = None,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] | None = None) -> None:
         super().__init__(settings, client or AliyunClient(
             settings.regions, endpoint_url=settings.endpoint_url,
             ecs_ram_role=settings.ecs_ram_role, max_attempts=settings.max_attempts,
@@ -94,7 +93,7 @@ class AliyunProvider(RegionalCompute, Checked):
             "spot advice", cache.SPOT_ADVICE_TTL_S)
         self._native: dict[OfferKey, translate.NativePrice] = {}
         self._logged_rates: set[str] = set()
-        self.tracker = InstanceTracker(clock)
+        self.tracker = InstanceTracker(self._clock)
 
     def native_price(self, key: OfferKey) -> translate.NativePrice | None:
         """The price behind the last offer listed for ``key`` as ECS stated it (amount,

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from providers.regional_settings import (
     RegionalLaunchSettings,
     RegionalSettings,
+    images_shape,
     one_line,
 )
 
@@ -98,12 +99,8 @@ class AliyunLaunchSettings(RegionalLaunchSettings):
     @field_validator("image_id")
     @classmethod
     def _image_shape(cls, value: str | dict[str, str]) -> str | dict[str, str]:
-        for image in (value.values() if isinstance(value, dict) else [value]):
-            one_line(image, "an image id")
-        bad = [r for r in value if not _REGION_RE.match(r)] if isinstance(value, dict) else []
-        if bad:
-            raise ValueError(f"{bad} are not region ids (e.g. cn-hangzhou)")
-        return value
+        return images_shape(value, lambda image: one_line(image, "an image id"), _REGION_RE,
+                            AliyunSettings.region_hint)
 
     @field_validator("vswitches")
     @classmethod

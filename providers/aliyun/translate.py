@@ -42,7 +42,7 @@ from core.models import (
     PreemptionNotice,
     PriceObservation,
 )
-from providers.regional_api import GpuType, aware_utc, parse_each
+from providers.regional_api import GpuType, aware_utc, known, parse_each
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -433,10 +433,7 @@ def instance_from_api(raw: dict[str, Any], region: str, *, client_token_tag: str
         launched_at = aware_utc(raw["CreationTime"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"ECS instance missing or bad field: {exc!r}") from None
-    if status not in STATES:
-        raise ValueError(f"ECS instance {instance_id}: Status {status!r}; known: "
-                         f"{', '.join(STATES)}")
-    state = STATES[status]
+    state = known(STATES, status, f"ECS instance {instance_id}: Status")
     market = Market.ON_DEMAND if raw.get("SpotStrategy", "NoSpot") == "NoSpot" else Market.SPOT
     tags = tags_of(raw)
     return Instance(

@@ -38,14 +38,7 @@ from botocore.exceptions import (
 )
 from botocore.utils import parse_timestamp
 
-from providers.errors import (
-    AuthError,
-    CapacityError,
-    NotFoundError,
-    ProviderError,
-    QuotaError,
-    TransientError,
-)
+from providers import errors
 from providers.regional_api import (
     ErrorTable,
     RequestCounter,
@@ -68,21 +61,21 @@ VALUES_PER_REQUEST = 100
 SPOT_PRODUCT_DESCRIPTION = "Linux/UNIX"
 
 ERRORS: ErrorTable = (
-    (CapacityError, frozenset({
+    (errors.CapacityError, frozenset({
         "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
         "InsufficientReservedInstanceCapacity", "InsufficientFreeAddressesInSubnet",
         "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
         "UnfulfillableCapacity", "InsufficientCapacityOnOutpost"}), ()),
-    (QuotaError, frozenset({
+    (errors.QuotaError, frozenset({
         "VcpuLimitExceeded", "InstanceLimitExceeded", "ResourceLimitExceeded",
         "MaxIOPSLimitExceeded", "VolumeLimitExceeded", "AddressLimitExceeded"}), ()),
-    (AuthError, frozenset({
+    (errors.AuthError, frozenset({
         "AuthFailure", "UnauthorizedOperation", "OptInRequired", "InvalidClientTokenId",
         "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException", "AccessDenied",
         "AccessDeniedException", "UnrecognizedClientException", "Blocked",
         "PendingVerification"}), ()),
-    (NotFoundError, frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}), ()),
-    (TransientError, frozenset({
+    (errors.NotFoundError, frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"}), ()),
+    (errors.TransientError, frozenset({
         "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
         "TooManyRequestsException", "InternalError", "InternalFailure", "ServiceUnavailable",
         "Unavailable", "InternalErrorException", "ServiceUnavailableException"}), ()),
@@ -99,7 +92,7 @@ _REDACTED_LOGGERS = ("botocore.endpoint", "botocore.client", "botocore.hooks", "
 _MODULE_LOCK = threading.Lock()
 
 
-def map_error(exc: Exception, action: str, region: str) -> ProviderError:
+def map_error(exc: Exception, action: str, region: str) -> errors.ProviderError:
     """Translate a botocore exception into the :mod:`providers.errors` tree (see module
     docstring). ``action`` names what was attempted (``"run_instances"``); ``region`` where."""
     where = f"aws {action} in {region}"
@@ -111,13 +104,15 @@ def map_error(exc: Exception, action: str, region: str) -> ProviderError:
         text = f"{where}: {code}: {message}".rstrip(": ")
         return error_class(ERRORS, code, status)(text, provider=PROVIDER, code=code)
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)):
-        return AuthError(f"{where}: no usable AWS credentials in boto3's standard chain "
-                         f"({type(exc).__name__})", provider=PROVIDER, code=type(exc).__name__)
+        return errors.AuthError(f"{where}: no usable AWS credentials in boto3's standard chain "
+                                f"({type(exc).__name__})", provider=PROVIDER,
+                                code=type(exc).__name__)
     if isinstance(exc, BotoConnectionError):
-        return TransientError(f"{where}: cannot reach the endpoint ({type(exc).__name__})",
-                              provider=PROVIDER, code=type(exc).__name__)
-    return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
-                         provider=PROVIDER, code=type(exc).__name__)
+        return errors.TransientError(f"{where}: cannot reach the endpoint "
+                                     f"({type(exc).__name__})", provider=PROVIDER,
+                                     code=type(exc).__name__)
+    return errors.ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
+                                provider=PROVIDER, code=type(exc).__name__)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.models import Instance, InstanceState, Market, OfferKey, PreemptionNotice
-from providers.regional_api import aware_utc
+from providers.regional_api import aware_utc, known
 
 PROVIDER = "aws"
 # AWS gives a spot instance two minutes between the interruption notice and the action.
@@ -57,10 +57,7 @@ def instance_from_api(raw: dict[str, Any], region: str,
         launched_at = aware_utc(raw["LaunchTime"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"EC2 instance missing or bad field: {exc!r}") from None
-    if state_name not in STATES:
-        raise ValueError(f"EC2 instance {instance_id}: State.Name {state_name!r}; "
-                         f"known: {', '.join(STATES)}")
-    state = STATES[state_name]
+    state = known(STATES, state_name, f"EC2 instance {instance_id}: State.Name")
     reason = None
     if state.is_gone():
         code = (raw.get("StateReason") or {}).get("Code") or ""

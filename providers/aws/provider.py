@@ -24,15 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.models import Instance, Market, Offer, PriceObservation, utcnow
-from providers.aws import instances, translate
+from core.models import Instance, Market, Offer, PriceObservation
+from providers.aws import cache, instances, translate
 from providers.aws import launch as launching
 from providers.aws.advisor import SpotAdvisor
-from providers.aws.cache import (
-    INSTANCE_TYPE_OFFERINGS_TTL_S,
-    INSTANCE_TYPES_TTL_S,
-    ON_DEMAND_PRICES_TTL_S,
-)
 from providers.aws.client import AwsClient
 from providers.aws.settings import DEFAULT_SPOT_ADVISOR_URL, AwsSettings
 from providers.base import Checked, CheckResult, LaunchRequest
@@ -52,7 +47,8 @@ class AwsProvider(RegionalCompute, Checked):
     - **cache_dir**: folder for the Spot Advisor download (e.g. ``GA_HOME/aws``).
     - **client**: an :class:`AwsClient` to use instead of building one from ``settings``.
     - **advisor**: a :class:`SpotAdvisor` to use instead of the one built from ``settings``.
-    - **clock**: aware-UTC now (injectable, so recorded price history can be replayed).
+    - **clock**: aware-UTC now (default the wall clock; injectable, so recorded price
+      history can be replayed).
 
     Every method may block on AWS API calls (botocore adaptive retries, 5 s connect / 30 s
     read timeouts per request). Launch stamps ``ClientToken``, so EC2 itself returns the first
@@ -69,7 +65,7 @@ class AwsProvider(RegionalCompute, Checked):
 
     def __init__(self, settings: AwsSettings, cache_dir: Path, *,
                  client: AwsClient | None = None, advisor: SpotAdvisor | None = None,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] | None = None) -> None:
         super().__init__(settings, client or AwsClient(
             settings.regions, pricing_region=settings.pricing_region,
             endpoint_url=settings.endpoint_url, pricing_endpoint_url=settings.pricing_endpoint_url,
@@ -79,11 +75,11 @@ class AwsProvider(RegionalCompute, Checked):
         self.advisor = advisor or SpotAdvisor(
             settings.spot_advisor_url, Path(cache_dir) / _advisor_file_name(settings.spot_advisor_url))
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
-            "instance types", INSTANCE_TYPES_TTL_S)
+            "instance types", cache.INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[str, dict[str, tuple[str, ...]]] = TTLCache(
-            "instance type offerings", INSTANCE_TYPE_OFFERINGS_TTL_S)
+            "instance type offerings", cache.INSTANCE_TYPE_OFFERINGS_TTL_S)
         self._on_demand: TTLCache[str, ListPrices[float]] = TTLCache(
-            "on-demand prices", ON_DEMAND_PRICES_TTL_S)
+            "on-demand prices", cache.ON_DEMAND_PRICES_TTL_S)
 
     def check(self) -> list[CheckResult]:
         """Credentials and permissions, one cheap call each: per region

@@ -13,7 +13,11 @@ import re
 
 from pydantic import Field, field_validator
 
-from providers.regional_settings import RegionalLaunchSettings, RegionalSettings
+from providers.regional_settings import (
+    RegionalLaunchSettings,
+    RegionalSettings,
+    images_shape,
+)
 
 DEFAULT_SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 # The Price List Query API answers only in these regions.
@@ -61,12 +65,9 @@ class AwsLaunchSettings(RegionalLaunchSettings):
     @field_validator("ami")
     @classmethod
     def _ami_shape(cls, value: str | dict[str, str]) -> str | dict[str, str]:
-        amis = list(value.values()) if isinstance(value, dict) else [value]
-        _prefixed(amis, ("ami-", "resolve:ssm:"), "AMI ids (ami-…) or resolve:ssm:PARAMETER")
-        bad = [r for r in value if not _REGION_RE.match(r)] if isinstance(value, dict) else []
-        if bad:
-            raise ValueError(f"{bad} are not region names (e.g. us-east-1)")
-        return value
+        return images_shape(value, lambda ami: _prefixed(
+            [ami], ("ami-", "resolve:ssm:"), "AMI ids (ami-…) or resolve:ssm:PARAMETER"),
+            _REGION_RE, AwsSettings.region_hint)
 
     @field_validator("subnets")
     @classmethod
