@@ -41,6 +41,7 @@ from policies.views import (
     JobView,
     MarketView,
     MigrationDecision,
+    OfferTable,
     Reason,
 )
 
@@ -92,8 +93,9 @@ class _Ctx:
     on_od: np.ndarray       # (n,) running on an on-demand instance
 
 
-def _rank(market: MarketView) -> np.ndarray:
-    offers = market.offers
+def tie_break_rank(offers: OfferTable) -> np.ndarray:
+    """``(m,)`` static rank of each offer, 0 first: on-demand before spot, then lower
+    interruption risk, then series key. Near-ties in cost are broken by it."""
     order = np.lexsort((np.array(offers.keys, dtype=object).astype(str),
                         offers.interruption_risk, offers.is_spot))
     rank = np.empty(len(offers), int)
@@ -141,7 +143,7 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
-    return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, _rank(market),
+    return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, tie_break_rank(market.offers),
                 running & cur_spot, running & ~cur_spot)
 
 

@@ -29,6 +29,7 @@ in history give the estimates and the policy scenario says the daemon would wait
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ import numpy as np
 from policies import risk
 from policies.constraints import explain_no_fit
 from policies.eligibility import eligible_matrix
-from policies.decisions import decide_placement
+from policies.decisions import decide_placement, tie_break_rank
+from policies.priors import UNKNOWN_SPOT_RISK
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.context import ProviderRegistry
 from scheduler.controller.policy_inputs import JobInputs, MarketSnapshot, inputs_at, read_snapshot
@@ -50,9 +52,6 @@ from scheduler.store import Store
 from scheduler.store.history import from_ms, to_ms
 from scheduler.store.known_names import KnownNames
 
-# Spot offers rebuilt from history carry no risk figure; assume the Spot Advisor's middle
-# bucket (10-15 %/month) rather than pretend they never fail.
-UNKNOWN_SPOT_RISK = 0.15
 
 
 def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation: float,
@@ -145,6 +144,103 @@ def _offers_from_history(store: Store) -> list[Offer]:
     return out
 
 
+def _hours(spec: JobSpec, compute_hours: float | None) -> tuple[JobSpec, float, str]:
+    """The compute hours to plan for and where they come from (see :func:`plan`), and the
+    spec to decide for (with ``expected_hours`` set to an explicit ``compute_hours``)."""
+    if compute_hours is not None:
+        hours, source = float(compute_hours), "option"
+    elif spec.expected_hours is not None:
+        hours, source = float(spec.expected_hours), "spec"
+    else:
+        hours, source = 1.0, "default"
+    if not hours > 0:
+        raise ValueError(f"compute_hours: got {compute_hours}; must be > 0")
+    if source == "option":
+        spec = spec.model_copy(update={"expected_hours": hours})
+    return spec, hours, source
+
+
+def _market(store: Store, providers: ProviderRegistry | None, offers: list[Offer] | None,
+            offers_source: str) -> tuple[MarketSnapshot, str, bool]:
+    """The market to plan on, what it is (shown) and whether it is live: the given or latest
+    offers, else offers rebuilt from the latest prices in history (not live)."""
+    snap = read_snapshot(store, providers, offers)
+    if not snap.offers:
+        rebuilt = _offers_from_history(store)
+        if rebuilt:
+            return read_snapshot(store, None, rebuilt), "latest prices in history", False
+    return snap, offers_source, True
+
+
+@dataclass(frozen=True)
+class _Estimates:
+    """Every offer's estimate for one job (see the module docstring), ranked by the policy's
+    expected cost to finish, ties by :func:`policies.decisions.tie_break_rank`."""
+
+    snap: MarketSnapshot
+    spec: JobSpec
+    hours: float
+    stats: dict[str, dict[str, float]]   # series -> price quantiles over the lookback
+    lam: np.ndarray                      # (m,) reclaims per hour
+    inflation: np.ndarray                # (m,) billed hours per useful hour
+    launch_h: float
+    finish: np.ndarray                   # (m,) expected USD to finish
+    rank: np.ndarray                     # (m,)
+
+    @classmethod
+    def of(cls, store: Store, snap: MarketSnapshot, inputs: JobInputs, spec: JobSpec,
+           hours: float, since: datetime, now: datetime) -> _Estimates:
+        market, jobs = inputs.market, inputs.jobs
+        lam = risk.hazard_per_h(market.offer_stats, inputs.table.is_spot)
+        finish = risk.expected_cost_to_finish(jobs, market.price_usd_per_hour,
+                                              risk.effective_price(jobs, market))[0]
+        return cls(snap, spec, hours, _history_prices(store, snap.offers, to_ms(since), to_ms(now)),
+                   lam, risk.inflation(lam, risk.loss_per_reclaim_h(jobs)[0]),
+                   float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0]), finish,
+                   tie_break_rank(inputs.table))
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Offer ``i``'s estimate; with a budget, whether it overruns it (``over_budget``)."""
+        o = self.snap.offers[i]
+        s = self.stats.get(o.key.series())
+        prices = ({"p10": s["p10"], "mean": s["mean"], "p90": s["p90"], "hours": s["hours"]} if s
+                  else {"p10": o.price_usd_per_hour, "mean": o.price_usd_per_hour,
+                        "p90": o.price_usd_per_hour, "hours": 0.0})
+        row = _row(o, prices, self.hours, float(self.inflation[i]), self.launch_h,
+                   float(self.lam[i]))
+        if self.spec.budget_usd is not None:
+            # A job that never finishes overruns any budget.
+            row["over_budget"] = row["cost_usd"] is None or \
+                row["cost_usd"]["expected"] > self.spec.budget_usd
+        return row
+
+    def best(self, mask: np.ndarray) -> list[dict[str, Any]]:
+        """The estimates of the offers in ``mask``, lowest expected cost first."""
+        picked = sorted(np.flatnonzero(mask), key=lambda i: (self.finish[i], self.rank[i]))
+        return [self.row(int(i)) for i in picked]
+
+
+def _scenarios(store: Store, snap: MarketSnapshot, inputs: JobInputs, spec: JobSpec,
+               est: _Estimates, live: bool) -> dict[str, Any]:
+    """The ``on-demand``, ``spot`` and ``policy`` scenarios (see :func:`plan`)."""
+    as_spot = spec.model_copy(update={"market": MarketChoice.SPOT})
+    as_on_demand = spec.model_copy(update={"market": MarketChoice.ON_DEMAND,
+                                           "max_price_usd_per_hour": None,
+                                           "max_interruption_risk": None})
+    masks = eligible_matrix([as_spot, as_on_demand], snap.table, snap.prices, snap.unavailable)
+    if live:
+        decision = decide_placement(inputs.jobs, inputs.market)
+        index, reason = int(decision.offer[0]), Reason(int(decision.reason[0]))
+        text = _policy_reason(inputs, snap, spec, store, index, reason, decision.explain())
+    else:
+        index, text = NO_OFFER, ("no provider lists an offer now: the daemon would wait (these "
+                                 "estimates use the latest prices in history)")
+    policy = est.row(index) if index != NO_OFFER else {}
+    return {"on-demand": next(iter(est.best(masks[1])), None),
+            "spot": next(iter(est.best(masks[0])), None),
+            "policy": {**policy, "reason": text}}
+
+
 def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookback: str = "30d",
          now: datetime | None = None, *, providers: ProviderRegistry | None = None,
          offers: list[Offer] | None = None, offers_source: str = "latest offers",
@@ -176,74 +272,13 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         SpecError: the spec is invalid. QueryError: a bad ``lookback``.
         ValueError: ``compute_hours`` is not positive. ``redis.RedisError``.
     """
-    spec = job_service.parse_spec(raw_spec)
-    if compute_hours is not None:
-        hours, hours_source = float(compute_hours), "option"
-    elif spec.expected_hours is not None:
-        hours, hours_source = float(spec.expected_hours), "spec"
-    else:
-        hours, hours_source = 1.0, "default"
-    if not hours > 0:
-        raise ValueError(f"compute_hours: got {compute_hours}; must be > 0")
-    if hours_source == "option":
-        spec = spec.model_copy(update={"expected_hours": hours})
+    spec, hours, hours_source = _hours(job_service.parse_spec(raw_spec), compute_hours)
     now = now or utcnow()
     since = parse_when(lookback, "lookback", now) or now - timedelta(days=30)
-    snap = read_snapshot(store, providers, offers)
-    source, live = offers_source, True
-    if not snap.offers:
-        rebuilt = _offers_from_history(store)
-        if rebuilt:
-            snap, source, live = read_snapshot(store, None, rebuilt), "latest prices in history", False
+    snap, source, live = _market(store, providers, offers, offers_source)
     inputs = inputs_at(store, snap, _draft(spec, now), now)
-    table, market, jobs = inputs.table, inputs.market, inputs.jobs
-    lam = risk.hazard_per_h(market.offer_stats, table.is_spot)
-    inflation = risk.inflation(lam, risk.loss_per_reclaim_h(jobs)[0])
-    launch_h = float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0])
-    finish = risk.expected_cost_to_finish(jobs, market.price_usd_per_hour,
-                                          risk.effective_price(jobs, market))[0]
-    rank = np.lexsort((np.array(table.keys, dtype=object).astype(str), table.interruption_risk,
-                       table.is_spot))
-    order = np.empty(len(table), int)
-    order[rank] = np.arange(len(table))
-
-    as_spot = spec.model_copy(update={"market": MarketChoice.SPOT})
-    as_on_demand = spec.model_copy(update={"market": MarketChoice.ON_DEMAND,
-                                           "max_price_usd_per_hour": None,
-                                           "max_interruption_risk": None})
-    masks = eligible_matrix([as_spot, as_on_demand], snap.table, snap.prices, snap.unavailable)
-    stats = _history_prices(store, snap.offers, to_ms(since), to_ms(now))
-    interval = spec.checkpoint.sync_interval_s
-
-    def est(i: int) -> dict[str, Any]:
-        o = snap.offers[i]
-        s = stats.get(o.key.series())
-        prices = ({"p10": s["p10"], "mean": s["mean"], "p90": s["p90"], "hours": s["hours"]} if s
-                  else {"p10": o.price_usd_per_hour, "mean": o.price_usd_per_hour,
-                        "p90": o.price_usd_per_hour, "hours": 0.0})
-        row = _row(o, prices, hours, float(inflation[i]), launch_h, float(lam[i]))
-        if spec.budget_usd is not None:
-            # A job that never finishes overruns any budget.
-            row["over_budget"] = row["cost_usd"] is None or \
-                row["cost_usd"]["expected"] > spec.budget_usd
-        return row
-
-    def best(mask: np.ndarray) -> list[dict[str, Any]]:
-        picked = sorted(np.flatnonzero(mask), key=lambda i: (finish[i], order[i]))
-        return [est(int(i)) for i in picked]
-
-    if live:
-        decision = decide_placement(jobs, market)
-        index, reason = int(decision.offer[0]), Reason(int(decision.reason[0]))
-        text = _policy_reason(inputs, snap, spec, store, index, reason, decision.explain())
-    else:
-        index, text = NO_OFFER, ("no provider lists an offer now: the daemon would wait (these "
-                                 "estimates use the latest prices in history)")
-    policy = est(index) if index != NO_OFFER else {"reason": text}
-    policy["reason"] = text
-    scenarios = {"on-demand": next(iter(best(masks[1])), None),
-                 "spot": next(iter(best(masks[0])), None),
-                 "policy": policy}
+    est = _Estimates.of(store, snap, inputs, spec, hours, since, now)
+    scenarios = _scenarios(store, snap, inputs, spec, est, live)
     return {
         "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
         "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
@@ -251,9 +286,10 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         "lookback_since": since.isoformat(), "offers_source": source,
         "offers_problems": list(problems or []), "eligible": int(inputs.eligible.sum()),
         "scenarios": scenarios,
-        "best_offers": best(inputs.eligible)[:5],
-        "assumptions": {"sync_interval_s": interval, "restart_overhead_h": launch_h,
-                        "time_scale": snap.time_scale, "unknown_spot_risk": UNKNOWN_SPOT_RISK},
+        "best_offers": est.best(inputs.eligible)[:5],
+        "assumptions": {"sync_interval_s": spec.checkpoint.sync_interval_s,
+                        "restart_overhead_h": est.launch_h, "time_scale": snap.time_scale,
+                        "unknown_spot_risk": UNKNOWN_SPOT_RISK},
     }
 
 
