@@ -36,11 +36,12 @@ class ConfigError(ValueError):
     """The daemon config file, or a part of it, is invalid (the message names which)."""
 
 
-def _owner(name: str) -> str:
-    if not _OWNER_RE.match(name):
-        raise ValueError(f"{name!r}: owners are 1-63 lowercase letters, digits, '.', '_' or "
-                         "'-' (as in a job spec's owner)")
-    return name
+def _owners(limits: dict[str, float]) -> dict[str, float]:
+    for name in limits:
+        if not _OWNER_RE.match(name):
+            raise ValueError(f"{name!r}: owners are 1-63 lowercase letters, digits, '.', '_' "
+                             "or '-' (as in a job spec's owner)")
+    return limits
 
 
 def _limit(usd: float) -> float:
@@ -58,8 +59,8 @@ def _webhook(url: str | None) -> str | None:
 class BudgetConfig(StrictModel):
     """The ``budgets`` (owner → USD, > 0) and ``budget_webhook`` (http(s) URL) of the config."""
 
-    budgets: dict[Annotated[str, AfterValidator(_owner)],
-                  Annotated[Number, AfterValidator(_limit)]] = Field(default_factory=dict)
+    budgets: Annotated[dict[str, Annotated[Number, AfterValidator(_limit)]],
+                       AfterValidator(_owners)] = Field(default_factory=dict)
     budget_webhook: Annotated[str | None, AfterValidator(_webhook)] = None
 
 
