@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from core.models import Market, Offer
+from core.models import Market, Offer, OfferKey, PriceObservation
 from providers.errors import ProviderError, TransientError
 
 T = TypeVar("T")
@@ -63,6 +63,22 @@ class _Placed(Protocol):
 
 
 P = TypeVar("P", bound=_Placed)
+
+
+def series(provider: str, region: str, zone: str, instance_type: str, market: Market) -> str:
+    """The series key ``<provider>/<region>/<zone>/<type>/<market>``."""
+    return OfferKey(provider=provider, region=region, zone=zone, instance_type=instance_type,
+                    market=market).series()
+
+
+def list_price_observations(provider: str, region: str, zones: Mapping[str, Iterable[str]],
+                            usd: Mapping[str, float],
+                            observed_at: datetime) -> list[PriceObservation]:
+    """One on-demand observation per (zone, type) of ``zones`` (type → zones) with a list price
+    in ``usd`` (type → USD/hour), stamped ``observed_at`` (when the list was fetched)."""
+    return [PriceObservation(series=series(provider, region, zone, itype, Market.ON_DEMAND),
+                             observed_at=observed_at, price_usd_per_hour=price)
+            for itype, price in sorted(usd.items()) for zone in zones.get(itype, ())]
 
 
 def latest_spot_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:

@@ -25,14 +25,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.models import (
-    Instance,
-    InstanceState,
-    Market,
-    Offer,
-    OfferKey,
-    PriceObservation,
-)
+from core.models import Instance, Market, Offer, OfferKey, PriceObservation
 from providers.aliyun import cache, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
@@ -42,7 +35,7 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_spot_prices
+from providers.regional_api import ListPrices, latest_spot_prices, list_price_observations
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"
@@ -252,9 +245,10 @@ class AliyunProvider(RegionalCompute, Checked):
         if Market.ON_DEMAND in self.settings.markets:
             on_demand = self._on_demand_prices(region, sold)
             if since is None or on_demand.fetched_at > since:
-                observations += translate.on_demand_observations(
-                    region, self._market_zones(region, Market.ON_DEMAND), on_demand.prices,
-                    self.currencies, on_demand.fetched_at)
+                observations += list_price_observations(
+                    PROVIDER, region, self._market_zones(region, Market.ON_DEMAND),
+                    translate.usd_list_prices(on_demand.prices, self.currencies),
+                    on_demand.fetched_at)
         return observations
 
     # ----- per region: instances -------------------------------------------------------------
@@ -297,12 +291,8 @@ class AliyunProvider(RegionalCompute, Checked):
         if listed:
             return listed[0]
         token = request.client_token
-        instance = Instance(
-            id=instance_id, provider=PROVIDER, offer=request.offer.key, client_token=token,
-            state=InstanceState.PENDING, launched_at=self._clock(),
-            tags={**request.tags, launching.CLIENT_TOKEN_TAG: token})
-        self.tracker.launched(instance, region)
-        return instance
+        return self.tracker.launched(instance_id, request.offer.key, token,
+                                     {**request.tags, launching.CLIENT_TOKEN_TAG: token}, region)
 
     def _terminate_in(self, region: str, instance_id: str) -> None:
         self.client.delete_instance(region, instance_id)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.models import Instance, InstanceState, PreemptionNotice
+from core.models import Instance, InstanceState, OfferKey, PreemptionNotice
 from providers.aliyun.cache import LAUNCH_VISIBILITY_GRACE_S, RELEASED_INSTANCE_MEMORY_S
 from providers.aliyun.translate import recycling_notice
 
@@ -50,11 +50,17 @@ class InstanceTracker:
         self._lock = threading.Lock()
         self._by_id: dict[str, _Tracked] = {}
 
-    def launched(self, instance: Instance, region: str) -> None:
-        """Remember an instance ``RunInstances`` just made (possibly not listed yet)."""
+    def launched(self, instance_id: str, offer: OfferKey, client_token: str,
+                 tags: Mapping[str, str], region: str) -> Instance:
+        """Remember an instance ``RunInstances`` just made and ECS does not list yet; returns
+        it ``pending``, tagged with ``tags`` (the client token's tag included)."""
+        instance = Instance(id=instance_id, provider=offer.provider, offer=offer,
+                            client_token=client_token, state=InstanceState.PENDING,
+                            launched_at=self._clock(), tags=dict(tags))
         with self._lock:
-            if instance.id not in self._by_id:
-                self._by_id[instance.id] = _Tracked(instance, region, self._clock())
+            if instance_id not in self._by_id:
+                self._by_id[instance_id] = _Tracked(instance, region, self._clock())
+        return instance
 
     def deleted(self, instance_id: str) -> None:
         """``DeleteInstance`` succeeded for ``instance_id``."""

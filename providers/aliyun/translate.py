@@ -42,7 +42,7 @@ from core.models import (
     PreemptionNotice,
     PriceObservation,
 )
-from providers.regional_api import GpuType, aware_utc, known, parse_each
+from providers.regional_api import GpuType, aware_utc, known, parse_each, series
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -246,12 +246,6 @@ def on_demand_price(price: dict[str, Any], currencies: Currencies) -> tuple[floa
     raise ValueError("DescribePrice answer has no positive OriginalPrice or TradePrice")
 
 
-def series(region: str, zone: str, instance_type: str, market: Market) -> str:
-    """The series key ``aliyun/<region>/<zone>/<type>/<market>``."""
-    return OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=instance_type,
-                    market=market).series()
-
-
 def price_observations(prices: Iterable[SpotPrice], region: str, currencies: Currencies,
                        markets: Iterable[Market]) -> tuple[list[PriceObservation], int]:
     """Per ``SpotPriceType`` record, a spot observation (``SpotPrice``) and an on-demand one
@@ -269,7 +263,7 @@ def price_observations(prices: Iterable[SpotPrice], region: str, currencies: Cur
         pairs = [(Market.SPOT, p.spot), (Market.ON_DEMAND, p.origin)]
         for market, amount in pairs:
             if market in wanted and amount is not None:
-                key = series(region, p.zone, p.instance_type, market)
+                key = series(PROVIDER, region, p.zone, p.instance_type, market)
                 unique[(key, p.at)] = PriceObservation(series=key, observed_at=p.at,
                                                        price_usd_per_hour=amount * rate)
     ordered = sorted(unique.values(), key=lambda o: (o.observed_at, o.series))
@@ -379,20 +373,15 @@ def _offer(market: Market, zone: str, region: str, gpu: GpuType,
                      observed_at), native
 
 
-def on_demand_observations(region: str, zones: Mapping[str, tuple[str, ...]],
-                           prices: Mapping[str, tuple[float, str]], currencies: Currencies,
-                           observed_at: datetime) -> list[PriceObservation]:
-    """One on-demand observation per (zone, type) from ``DescribePrice`` list prices, in USD,
-    stamped ``observed_at`` (when they were fetched). Types without a rate are left out."""
-    out = []
-    for itype, (amount, currency) in sorted(prices.items()):
+def usd_list_prices(prices: Mapping[str, tuple[float, str]],
+                    currencies: Currencies) -> dict[str, float]:
+    """type → USD/hour of ``DescribePrice`` list prices; types without a rate are left out."""
+    out = {}
+    for itype, (amount, currency) in prices.items():
         try:
-            usd = currencies.to_usd(amount, currency)
+            out[itype] = currencies.to_usd(amount, currency)
         except ValueError:
             continue
-        out += [PriceObservation(series=series(region, zone, itype, Market.ON_DEMAND),
-                                 observed_at=observed_at, price_usd_per_hour=usd)
-                for zone in zones.get(itype, ())]
     return out
 
 

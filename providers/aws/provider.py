@@ -34,7 +34,7 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_spot_prices
+from providers.regional_api import ListPrices, latest_spot_prices, list_price_observations
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"
@@ -162,8 +162,8 @@ class AwsProvider(RegionalCompute, Checked):
         if Market.ON_DEMAND in self.settings.markets:
             on_demand = self._on_demand_prices(region, names)
             if on_demand and (since is None or on_demand.fetched_at > since):
-                observations += translate.on_demand_observations(
-                    region, self._type_zones(region, names), on_demand.prices,
+                observations += list_price_observations(
+                    PROVIDER, region, self._type_zones(region, names), on_demand.prices,
                     on_demand.fetched_at)
         return observations
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.models import Market, Offer, OfferKey, PriceObservation
-from providers.regional_api import GpuType, aware_utc, parse_each
+from core.models import Market, Offer, PriceObservation
+from providers.regional_api import GpuType, aware_utc, parse_each, series
 
 PROVIDER = "aws"
 MIB_PER_GIB = 1024.0
@@ -129,18 +129,12 @@ def spot_prices(records: Iterable[dict[str, Any]], region: str) -> tuple[list[Sp
     return parse_each(records, lambda record: spot_price(record, region))
 
 
-def series(region: str, zone: str, instance_type: str, market: Market) -> str:
-    """The series key ``aws/<region>/<zone>/<type>/<market>``."""
-    return OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=instance_type,
-                    market=market).series()
-
-
 def spot_observations(prices: Iterable[SpotPrice], region: str) -> list[PriceObservation]:
     """One :class:`PriceObservation` per spot price record (observed_at = the record's
     ``Timestamp``, when the price took effect), duplicates removed, oldest first."""
     unique = {(p.zone, p.instance_type, p.at, p.price_usd_per_hour): p for p in prices}
     return [
-        PriceObservation(series=series(region, p.zone, p.instance_type, Market.SPOT),
+        PriceObservation(series=series(PROVIDER, region, p.zone, p.instance_type, Market.SPOT),
                          observed_at=p.at, price_usd_per_hour=p.price_usd_per_hour)
         for p in sorted(unique.values(), key=lambda p: (p.at, p.zone, p.instance_type))
     ]
@@ -270,15 +264,3 @@ def build_offers(region: str, types: dict[str, GpuInstanceType],
                                         price.price_usd_per_hour, od, risks.get(itype),
                                         observed_at))
     return offers
-
-
-def on_demand_observations(region: str, zones: dict[str, tuple[str, ...]],
-                           on_demand: dict[str, float],
-                           observed_at: datetime) -> list[PriceObservation]:
-    """One observation per (zone, type) on-demand series, stamped ``observed_at`` (when the
-    list price was fetched)."""
-    return [
-        PriceObservation(series=series(region, zone, itype, Market.ON_DEMAND),
-                         observed_at=observed_at, price_usd_per_hour=usd)
-        for itype, usd in sorted(on_demand.items()) for zone in zones.get(itype, ())
-    ]

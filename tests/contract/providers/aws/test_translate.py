@@ -10,7 +10,7 @@ import pytest
 
 from core.models import InstanceState, Market
 from providers.aws import instances, translate
-from providers.regional_api import latest_spot_prices
+from providers.regional_api import latest_spot_prices, list_price_observations
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,
@@ -154,7 +154,7 @@ def test_build_offers_per_zone_and_market() -> None:
                                        spot, {}, markets=[Market.SPOT], observed_at=T0)
     assert {(o.market, o.interruption_risk, o.on_demand_price_usd_per_hour)
             for o in spot_only} == {(Market.SPOT, None, None)}  # unrated: the service's prior
-    obs = translate.on_demand_observations("us-east-1", zones, {"p3.2xlarge": 3.06}, T0)
+    obs = list_price_observations("aws", "us-east-1", zones, {"p3.2xlarge": 3.06}, T0)
     assert [o.series for o in obs] == ["aws/us-east-1/us-east-1a/p3.2xlarge/on-demand",
                                        "aws/us-east-1/us-east-1b/p3.2xlarge/on-demand"]
 
