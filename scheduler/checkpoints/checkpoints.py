@@ -147,6 +147,36 @@ def _next_created_ms(store: ObjectStore, job_id: str) -> int:
     return now_ms
 
 
+def _snapshot(entries: list[tuple[str, Path]], staging: Path
+              ) -> tuple[list[CheckpointFile], dict[str, Path]]:
+    """Copy each ``(relative path, file)`` under ``staging`` while hashing it. Returns the
+    manifest's files and one staged copy per distinct sha256; a file that vanished before
+    it was copied is left out."""
+    files: list[CheckpointFile] = []
+    staged: dict[str, Path] = {}
+    for rel, path in entries:
+        copy = staging / rel
+        try:
+            size, sha = _snapshot_file(path, copy)
+        except FileNotFoundError:
+            logger.info("checkpoint file %s vanished before it was copied; left out", path)
+            continue
+        files.append(CheckpointFile(path=rel, size_bytes=size, sha256=sha))
+        staged.setdefault(sha, copy)
+    return files, staged
+
+
+def _upload_blobs(store: ObjectStore, job_id: str, staged: dict[str, Path]) -> int:
+    """Upload the staged blobs the store lacks (content-addressed); returns how many."""
+    uploaded = 0
+    for sha, copy in staged.items():
+        key = keys.blob_key(job_id, sha)
+        if not store.exists(key):
+            store.put_file(key, copy)
+            uploaded += 1
+    return uploaded
+
+
 def commit_checkpoint(
     store: ObjectStore, job_id: str, src_dir: Path, attempt: int, final: bool = False
 ) -> CheckpointManifest | None:
@@ -174,25 +204,10 @@ def commit_checkpoint(
         return None
     staging = _staging_dir(Path(src_dir), "staging")
     try:
-        files: list[CheckpointFile] = []
-        staged: dict[str, Path] = {}
-        for rel, path in entries:
-            copy = staging / rel
-            try:
-                size, sha = _snapshot_file(path, copy)
-            except FileNotFoundError:
-                logger.info("checkpoint file %s vanished before it was copied; left out", path)
-                continue
-            files.append(CheckpointFile(path=rel, size_bytes=size, sha256=sha))
-            staged.setdefault(sha, copy)
+        files, staged = _snapshot(entries, staging)
         if not files:
             return None
-        uploaded = 0
-        for sha, copy in staged.items():
-            key = keys.blob_key(job_id, sha)
-            if not store.exists(key):
-                store.put_file(key, copy)
-                uploaded += 1
+        uploaded = _upload_blobs(store, job_id, staged)
         created_ms = _next_created_ms(store, job_id)
         manifest = CheckpointManifest(
             job_id=job_id,

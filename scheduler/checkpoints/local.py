@@ -19,6 +19,31 @@ from scheduler.checkpoints.objectstore import (
 _TEMP_PREFIX = ".ga-tmp-"
 
 
+def _write_replacing(final: Path, fill: Callable[[BinaryIO], object], what: str) -> None:
+    """Write ``final`` through a temp file in its folder (``fill`` writes the bytes), fsynced
+    and then renamed over it (``os.replace``), so an interrupted write leaves no torn file.
+
+    Raises :class:`CheckpointStoreError` ``"cannot {what}: ..."`` for an I/O error; the temp
+    file is removed whatever happens.
+    """
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=final.parent)
+    except OSError as exc:
+        raise CheckpointStoreError(f"cannot {what}: {exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as out:
+            fill(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp_name, final)
+    except BaseException as exc:
+        Path(tmp_name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CheckpointStoreError(f"cannot {what}: {exc}") from exc
+        raise
+
+
 class LocalObjectStore:
     """An :class:`~scheduler.checkpoints.objectstore.ObjectStore` over the folder ``root``.
 
@@ -49,23 +74,7 @@ class LocalObjectStore:
         return self.root / key
 
     def _write_atomic(self, key: str, fill: Callable[[BinaryIO], object]) -> None:
-        final = self._path(key)
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=final.parent)
-        except OSError as exc:
-            raise CheckpointStoreError(f"cannot write {key}: {exc}") from exc
-        try:
-            with os.fdopen(fd, "wb") as out:
-                fill(out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp_name, final)
-        except BaseException as exc:
-            Path(tmp_name).unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise CheckpointStoreError(f"cannot write {key}: {exc}") from exc
-            raise
+        _write_replacing(self._path(key), fill, f"write {key}")
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._write_atomic(key, lambda out: out.write(data))
@@ -87,28 +96,16 @@ class LocalObjectStore:
             raise CheckpointStoreError(f"cannot read {key}: {exc}") from exc
 
     def get_file(self, key: str, dest_path: Path) -> None:
-        src_path = self._path(key)
-        dest_path = Path(dest_path)
         try:
-            src = open(src_path, "rb")
+            src = open(self._path(key), "rb")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectNotFound(key) from None
         except OSError as exc:
             raise CheckpointStoreError(f"cannot read {key}: {exc}") from exc
         with src:
-            try:
-                dest_path.parent.mkdir(parents=True, exist_ok=True)
-                # Same temp + rename as writes, so an interrupted download leaves no torn file.
-                fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=dest_path.parent)
-            except OSError as exc:
-                raise CheckpointStoreError(f"cannot download {key} to {dest_path}: {exc}") from exc
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                os.replace(tmp_name, dest_path)
-            except OSError as exc:
-                Path(tmp_name).unlink(missing_ok=True)
-                raise CheckpointStoreError(f"cannot download {key} to {dest_path}: {exc}") from exc
+            # Same temp + rename as writes, so an interrupted download leaves no torn file.
+            _write_replacing(Path(dest_path), lambda out: shutil.copyfileobj(src, out, 1 << 20),
+                             f"download {key} to {dest_path}")
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

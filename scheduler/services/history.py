@@ -224,11 +224,7 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
     if by not in GROUPINGS:
         raise QueryError("by", f"got {by!r}; allowed: {', '.join(GROUPINGS)}")
     selector = _selector(source)
-    now = now or utcnow()
-    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
-    end = parse_when(until, "until", now) or now
-    if end < start:
-        raise QueryError("until", "must not be before since")
+    start, end = _bounds(since, until, now or utcnow())
     found = {src: _spans(store, src, to_ms(start), to_ms(end), filters)
              for src in _candidates(store, selector)}
     chosen = _chosen(selector, {src: any(r[4] for r in rows) for src, rows in found.items()})
@@ -253,10 +249,26 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
         "since": start.isoformat(), "until": end.isoformat(), "by": by, "per_gpu": per_gpu,
         "source": chosen, "matched": sum(len(found.get(src, [])) for src in chosen),
         "rows": rows,
-        "outside": {"count": len(outside),
-                    "first": from_ms(min(m.first_ms for m in outside)).isoformat() if outside else None,
-                    "last": from_ms(max(m.last_seen_ms for m in outside)).isoformat() if outside else None},
+        "outside": _outside(outside),
     }
+
+
+def _bounds(since: str | None, until: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """``[since, until]`` as aware datetimes (defaults: the epoch, ``now``); QueryError when
+    ``until`` is before ``since``."""
+    start = parse_when(since, "since", now) or datetime(1970, 1, 1, tzinfo=UTC)
+    end = parse_when(until, "until", now) or now
+    if end < start:
+        raise QueryError("until", "must not be before since")
+    return start, end
+
+
+def _outside(metas: list[SeriesMeta]) -> dict[str, Any]:
+    """How many matching series have no point in the window, and the span they cover."""
+    if not metas:
+        return {"count": 0, "first": None, "last": None}
+    return {"count": len(metas), "first": from_ms(min(m.first_ms for m in metas)).isoformat(),
+            "last": from_ms(max(m.last_seen_ms for m in metas)).isoformat()}
 
 
 def _accumulate(by: str, source: str, key: OfferKey, info: dict[str, Any] | None,
