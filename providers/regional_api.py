@@ -81,7 +81,7 @@ def list_price_observations(provider: str, region: str, zones: Mapping[str, Iter
             for itype, price in sorted(usd.items()) for zone in zones.get(itype, ())]
 
 
-def latest_spot_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:
+def latest_prices(prices: Iterable[P]) -> dict[tuple[str, str], P]:
     """(zone, instance type) → its most recent price record (the price in effect now)."""
     latest: dict[tuple[str, str], P] = {}
     for p in prices:

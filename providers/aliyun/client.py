@@ -1,26 +1,17 @@
 """ECS calls of the Alibaba Cloud adapter (aliyun-python-sdk-core + aliyun-python-sdk-ecs):
-credentials, endpoints, paging, retries and error-code mapping.
+credentials, endpoints, paging and retries; errors map through :mod:`.errors`.
 
 No translation happens here: every method returns (or yields) the API's own dicts, parsed from
-its JSON answers. The SDK's own retry is off; calls that ECS throttles or fails transiently
-(:class:`TransientError` in :data:`ERRORS`: throttling, 5xx, connection errors, timeouts) are retried with
-exponential backoff and jitter (tenacity), ``max_attempts`` tries in all, then raise
-:class:`TransientError`. Retrying is safe: reads are reads, ``RunInstances`` carries a
-``ClientToken`` and ``DeleteInstance`` of a gone instance is "not found", which is success.
-
-Errors: an ECS (or SDK) ``Code`` maps through :data:`ERRORS`, by exact code or prefix (other
-HTTP 5xx are transient, anything else a plain :class:`ProviderError`); ``SDK.HttpError``
-(connection refused, timeouts) is transient.
-
-Messages name the action, the region, ECS's code and message, never request parameters (the
-``UserData`` of RunInstances carries the agent's secrets) and never credentials; the message
-of ``SignatureDoesNotMatch`` is dropped (ECS echoes the string it signed, parameters included).
+its JSON answers. The SDK's own retry is off; calls that fail with a :class:`TransientError`
+(throttling, 5xx, connection errors, timeouts) are retried with exponential backoff and jitter
+(tenacity), ``max_attempts`` tries in all. Retrying is safe: reads are reads,
+``RunInstances`` carries a ``ClientToken`` and ``DeleteInstance`` of a gone instance is "not
+found", which is success.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -50,21 +41,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from providers.errors import (
-    AuthError,
-    CapacityError,
-    NotFoundError,
-    ProviderError,
-    QuotaError,
-    TransientError,
-)
-from providers.regional_api import (
-    ErrorTable,
-    RequestCounter,
-    chunks,
-    install_log_redaction,
-)
-from providers.regional_api import error_class as classify
+from providers.aliyun.errors import map_error
+from providers.errors import AuthError, ProviderError, TransientError
+from providers.regional_api import RequestCounter, chunks, install_log_redaction
 
 PROVIDER = "aliyun"
 CONNECT_TIMEOUT_S = 5
@@ -96,32 +75,7 @@ REQUESTS: dict[str, Callable[[], Any]] = {
     "DescribeInstances": DescribeInstancesRequest.DescribeInstancesRequest,
 }
 
-ERRORS: ErrorTable = (
-    (CapacityError, frozenset({
-        "OperationDenied.NoStock", "InvalidResourceType.NotSupported", "Zone.NotOnSale",
-        "Zone.NotOpen", "InstanceType.Offline", "InvalidVSwitchId.IpNotEnough",
-        "ResourceNotAvailable", "InvalidSpotPriceLimit.LowerThanPublicPrice",
-        "InvalidInstanceType.ZoneNotSupported", "OperationDenied.ZoneNotAllowed"}), ()),
-    (QuotaError, frozenset({"Account.Arrearage", "InvalidAccountStatus.NotEnoughBalance",
-                            "InstanceLimitExceeded"}),
-     ("QuotaExceed", "QuotaExceeded", "OperationDenied.QuotaExceed")),
-    (AuthError, frozenset({
-        "SignatureDoesNotMatch", "InvalidAccessKeySecret", "IncompleteSignature",
-        "InvalidTimeStamp.Expired", "InvalidTimeStamp.Format", "Abs.InvalidAccount.NotFound",
-        "InvalidUserType.NotSupported", "NoPermission", "UnauthorizedOperation",
-        "SDK.InvalidCredential", "SDK.GetSessionCredentialFailed"}),
-     ("InvalidAccessKeyId", "InvalidSecurityToken", "Forbidden", "Forbbiden", "Forbedden")),
-    (NotFoundError, frozenset({"InvalidInstanceId.NotFound", "InvalidInstanceId.MalFormed",
-                               "Invalid.InstanceId.NotFound", "InvalidInstanceIds.NotFound"}), ()),
-    (TransientError, frozenset({
-        "ServiceUnavailable", "InternalError", "UnknownError", "SignatureNonceUsed",
-        "OperationConflict", "IncorrectInstanceStatus", "LastTokenProcessing",
-        "SDK.HttpError", "SDK.ServerUnreachable", "SDK.UnknownServerError"}), ("Throttling",)),
-)
-_SILENT_MESSAGE_CODES = frozenset({"SignatureDoesNotMatch", "IncompleteSignature"})
-_MESSAGE_MAX = 400
 
-log = logging.getLogger(__name__)
 
 
 # SDK records that would print request parameters or URLs are dropped: ``UserData`` (the
@@ -129,36 +83,6 @@ log = logging.getLogger(__name__)
 _REDACTED_LOGGERS = ("aliyunsdkcore.client", "aliyunsdkcore.http.http_response",
                      "aliyunsdkcore.vendored.requests.packages.urllib3.connectionpool")
 _REDACTED_WORDS = ("UserData", "AccessKeyId", "Signature=")
-
-
-# ----- errors ---------------------------------------------------------------------------------
-def error_class(code: str, http_status: int = 0) -> type[ProviderError]:
-    """The :mod:`providers.errors` class for an ECS (or SDK) error ``code`` (see the module
-    docstring); HTTP ≥ 500 with an unknown code is transient."""
-    return classify(ERRORS, code, http_status)
-
-
-def map_error(exc: Exception, action: str, region: str) -> ProviderError:
-    """Translate an SDK exception into the :mod:`providers.errors` tree. ``action`` is the ECS
-    action (``RunInstances``), ``region`` where it was called."""
-    where = f"aliyun {action} in {region}"
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, ServerException):
-        code = str(exc.get_error_code() or "Unknown")
-        status = int(exc.get_http_status() or 0)
-        message = "" if code in _SILENT_MESSAGE_CODES else str(exc.get_error_msg() or "")
-        text = f"{where}: {code}: {message[:_MESSAGE_MAX]}".rstrip(": ")
-        if status:
-            text += f" (HTTP {status})"
-        return error_class(code, status)(text, provider=PROVIDER, code=code)
-    if isinstance(exc, ClientException):
-        code = str(exc.get_error_code() or "SDK.Unknown")
-        detail = ("cannot reach the endpoint" if code == "SDK.HttpError"
-                  else str(exc.get_error_msg() or "")[:_MESSAGE_MAX])
-        return error_class(code)(f"{where}: {code}: {detail}", provider=PROVIDER, code=code)
-    return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
-                         provider=PROVIDER, code=type(exc).__name__)
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -1,21 +1,11 @@
 """Pure launch translation: a :class:`LaunchRequest` → ``RunInstances`` parameters and the user
-data (a cloud-init shell script) that installs and starts the node agent. No I/O.
+data that installs and starts the node agent (the script of :mod:`providers.bootstrap`). No I/O.
 
-The user data script, run once as root by cloud-init at first boot:
-
-1. reads the instance id from ECS instance metadata (``GET
-   http://100.100.100.200/latest/meta-data/instance-id``, InstanceMetadataItems.md);
-2. writes ``/var/lib/gpu-arbiter/agent.env`` (mode 0600): ``LaunchRequest.agent_env`` plus
-   ``GA_INSTANCE_ID``, ``GA_METADATA_FLAVOR=aliyun``,
-   ``GA_METADATA_URL=http://100.100.100.200`` and ``GA_WORK_DIR``, as shell-quoted
-   ``KEY='value'`` lines (embedded base64-encoded, so no value can break the script);
-3. ``pip install``\\ s the agent (``agent_pip_spec``) into ``agent_venv`` or the system python;
-4. starts ``python3 -m scheduler.agent`` under systemd (``KillMode=mixed``: at shutdown only
-   the agent gets SIGTERM and forwards it to the job) or, without systemd, detached with nohup.
-
-The agent then watches ``instance/spot/termination-time`` (``AliyunNotices``). ECS user data is
-readable from inside the instance and by principals allowed ``ecs:DescribeUserData``; the agent
-token it carries is scoped to one job attempt.
+On ECS the script reads the instance id from the metadata service (``GET
+http://100.100.100.200/latest/meta-data/instance-id``, InstanceMetadataItems.md) and gives the
+agent ``GA_METADATA_FLAVOR=aliyun``, so that it watches ``instance/spot/termination-time``
+(``AliyunNotices``). ECS user data is also readable by principals allowed
+``ecs:DescribeUserData``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.models import Instance, Market, Offer, OfferKey, PriceObservation
-from providers.aliyun import cache, translate
+from providers.aliyun import cache, instances, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
 from providers.aliyun.settings import AliyunSettings
@@ -35,7 +35,7 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_spot_prices, list_price_observations
+from providers.regional_api import ListPrices, latest_prices, list_price_observations
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"
@@ -198,7 +198,7 @@ class AliyunProvider(RegionalCompute, Checked):
         on_demand = self._on_demand_prices(region, sold)
         spot_types = sorted(zones.get(Market.SPOT, {}))
         now = self._clock()
-        spot = latest_spot_prices(self._spot_records(
+        spot = latest_prices(self._spot_records(
             region, spot_types, now - timedelta(seconds=cache.CURRENT_SPOT_WINDOW_S)))
         risks = self._risks(region, spot_types) if spot_types else {}
         launch = self.settings.launch
@@ -258,8 +258,8 @@ class AliyunProvider(RegionalCompute, Checked):
         for raw in self.client.iter_instances(region, tags, instance_ids):
             try:
                 notice = self.tracker.notice_for(str(raw.get("InstanceId")),
-                                                 translate.is_recycling(raw))
-                instance = translate.instance_from_api(
+                                                 instances.is_recycling(raw))
+                instance = instances.instance_from_api(
                     raw, region, client_token_tag=launching.CLIENT_TOKEN_TAG, notice=notice)
             except ValueError as exc:
                 log.warning("aliyun describe %s: skipping an instance: %s", region, exc)

@@ -27,7 +27,7 @@ from datetime import datetime
 
 from core.models import Instance, InstanceState, OfferKey, PreemptionNotice
 from providers.aliyun.cache import LAUNCH_VISIBILITY_GRACE_S, RELEASED_INSTANCE_MEMORY_S
-from providers.aliyun.translate import recycling_notice
+from providers.aliyun.instances import recycling_notice
 
 
 @dataclass

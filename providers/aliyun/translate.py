@@ -1,4 +1,5 @@
-"""Pure translation between ECS API dicts and gpu-arbiter models: no I/O, no clock.
+"""Pure translation of ECS API dicts to offers and prices: no I/O, no clock (instances are
+:mod:`.instances`).
 
 Sources of each input (ECS API 2014-05-26 JSON answers, as documented in
 ``shared/data/api_examples/aliyun_ecs``):
@@ -18,7 +19,6 @@ Sources of each input (ECS API 2014-05-26 JSON answers, as documented in
   ``Currency``.
 - ``AvailableSpotZone`` (``DescribeSpotAdvice``): ``InterruptionRate``, the average release
   rate of spot instances over the last 30 days in percent, and ``InterruptRateDesc``.
-- ``Instance`` (``DescribeInstances``).
 
 Prices are converted to USD with :class:`Currencies` (``Offer`` and ``PriceObservation`` carry
 USD only); :class:`NativePrice` keeps what ECS said.
@@ -30,19 +30,11 @@ import fnmatch
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from core.models import (
-    Instance,
-    InstanceState,
-    Market,
-    Offer,
-    OfferKey,
-    PreemptionNotice,
-    PriceObservation,
-)
-from providers.regional_api import GpuType, aware_utc, known, parse_each, series
+from core.models import Market, Offer, PriceObservation
+from providers.regional_api import GpuType, aware_utc, parse_each, series
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -55,20 +47,8 @@ FAMILY_VRAM_GIB: dict[str, float] = {"ecs.gn7": 40.0, "ecs.gn6e": 32.0, "ecs.gn6
 # value, as the AWS adapter takes 0.25 for Spot Advisor's ">20%").
 RISK_BY_RATE_DESC: dict[str, float] = {"0-3%": 0.015, "3-5%": 0.04, "5-10%": 0.075,
                                        "10-100%": 0.25}
-# ECS puts a reclaimed spot instance in the Recycling lock and releases it about five minutes
-# later (PreemptibleOverview.md: "After five minutes, the instance is automatically released").
-SPOT_NOTICE_LEAD_S = 300
 AVAILABLE = "Available"
 IN_STOCK = frozenset({"WithStock", "ClosedWithStock"})
-# ECS Status → InstanceState. We never stop instances: a Stopped one was stopped by someone
-# else and no longer runs its job (as the AWS adapter treats EC2's "stopped").
-STATES: dict[str, InstanceState] = {
-    "Pending": InstanceState.PENDING, "Starting": InstanceState.PENDING,
-    "Running": InstanceState.RUNNING, "Stopping": InstanceState.SHUTTING_DOWN,
-    "Stopped": InstanceState.TERMINATED, "Deleted": InstanceState.TERMINATED,
-}
-
-
 # ----- currencies ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Currencies:
@@ -383,54 +363,3 @@ def usd_list_prices(prices: Mapping[str, tuple[float, str]],
         except ValueError:
             continue
     return out
-
-
-# ----- instances -----------------------------------------------------------------------------
-def tags_of(raw: dict[str, Any]) -> dict[str, str]:
-    """``Tags.Tag[] = {"TagKey", "TagValue"}`` → ``{key: value}``."""
-    tags = (raw.get("Tags") or {}).get("Tag") or []
-    return {str(t.get("TagKey")): str(t.get("TagValue") or "") for t in tags if t.get("TagKey")}
-
-
-def is_recycling(raw: dict[str, Any]) -> bool:
-    """True when ECS is reclaiming the (spot) instance: an ``OperationLocks.LockReason[]`` entry
-    with ``LockReason`` ``Recycling`` (PreemptibleOverview.md)."""
-    locks = (raw.get("OperationLocks") or {}).get("LockReason") or []
-    return any(str(lock.get("LockReason")) == "Recycling" for lock in locks)
-
-
-def recycling_notice(first_seen_at: datetime, now: datetime) -> PreemptionNotice:
-    """The notice for an instance first seen ``Recycling`` at ``first_seen_at``: release about
-    five minutes later (:data:`SPOT_NOTICE_LEAD_S`)."""
-    return PreemptionNotice(action="terminate",
-                            action_at=first_seen_at + timedelta(seconds=SPOT_NOTICE_LEAD_S),
-                            received_at=now)
-
-
-def instance_from_api(raw: dict[str, Any], region: str, *, client_token_tag: str,
-                      notice: PreemptionNotice | None = None) -> Instance:
-    """An ECS ``Instance`` dict → :class:`Instance`.
-
-    Market: ``spot`` unless ``SpotStrategy`` is ``NoSpot`` (or absent). ``Status`` maps through
-    :data:`STATES`. The client token is read from the ``client_token_tag`` tag (ECS does not
-    return ``ClientToken``). Raises ``ValueError`` naming the field for an unknown status or a
-    missing field.
-    """
-    try:
-        instance_id, itype = str(raw["InstanceId"]), str(raw["InstanceType"])
-        zone, status = str(raw["ZoneId"]), str(raw["Status"])
-        launched_at = aware_utc(raw["CreationTime"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"ECS instance missing or bad field: {exc!r}") from None
-    state = known(STATES, status, f"ECS instance {instance_id}: Status")
-    market = Market.ON_DEMAND if raw.get("SpotStrategy", "NoSpot") == "NoSpot" else Market.SPOT
-    tags = tags_of(raw)
-    return Instance(
-        id=instance_id, provider=PROVIDER,
-        offer=OfferKey(provider=PROVIDER, region=region, zone=zone, instance_type=itype,
-                       market=market),
-        client_token=tags.get(client_token_tag, ""), state=state, launched_at=launched_at,
-        tags=tags, notice=notice,
-        terminated_reason=("stopped" if status in ("Stopped", "Stopping") else
-                           "released" if status == "Deleted" else None),
-    )

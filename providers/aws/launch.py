@@ -1,21 +1,10 @@
 """Pure launch translation: a :class:`LaunchRequest` → ``run_instances`` arguments and the user
-data (a cloud-init shell script) that installs and starts the node agent. No I/O.
+data that installs and starts the node agent (the script of :mod:`providers.bootstrap`). No I/O.
 
-The user data script, run once as root by cloud-init at first boot:
-
-1. reads the instance id from IMDSv2 (token ``PUT``, then ``meta-data/instance-id``);
-2. writes ``/var/lib/gpu-arbiter/agent.env`` (mode 0600): ``LaunchRequest.agent_env`` plus
-   ``GA_INSTANCE_ID``, ``GA_METADATA_FLAVOR=aws``, ``GA_METADATA_URL=http://169.254.169.254``
-   and ``GA_WORK_DIR``, as shell-quoted ``KEY='value'`` lines (embedded base64-encoded, so no
-   value can break the script);
-3. ``pip install``\\ s the agent (``agent_pip_spec``) into ``agent_venv`` or the system python;
-4. starts ``python3 -m scheduler.agent`` with that environment under systemd
-   (``gpu-arbiter-agent.service``, ``KillMode=mixed`` so only the agent gets SIGTERM at
-   shutdown and forwards it to the job) or, without systemd, detached with ``nohup``.
-
-Its own output goes to ``/var/lib/gpu-arbiter/bootstrap.log``. Note: EC2 user data is readable
-from inside the instance (IMDS) and by principals allowed ``ec2:DescribeInstanceAttribute``;
-the agent token it carries is scoped to one job attempt.
+On EC2 the script reads the instance id from IMDSv2 (token ``PUT``, then
+``meta-data/instance-id``) and gives the agent ``GA_METADATA_FLAVOR=aws`` and
+``GA_METADATA_URL=http://169.254.169.254``. EC2 user data is also readable by principals
+allowed ``ec2:DescribeInstanceAttribute``.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_spot_prices, list_price_observations
+from providers.regional_api import ListPrices, latest_prices, list_price_observations
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"
@@ -140,7 +140,7 @@ class AwsProvider(RegionalCompute, Checked):
         if Market.SPOT in self.settings.markets:
             prices, _ = translate.spot_prices(
                 self.client.iter_spot_prices(region, names, start=self._clock()), region)
-            spot = latest_spot_prices(prices)
+            spot = latest_prices(prices)
         risks = self.advisor.risks(region) if spot else {}
         return translate.build_offers(
             region, types, zones, on_demand.prices if on_demand else {}, spot, risks,

@@ -11,7 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from providers.aliyun.client import AliyunClient, error_class
+from providers.aliyun.client import AliyunClient
+from providers.aliyun.errors import error_class
 from providers.errors import (
     AuthError,
     CapacityError,

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from core.models import InstanceState, Market
-from providers.aliyun import translate
+from providers.aliyun import instances, translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
-from providers.regional_api import latest_spot_prices
+from providers.regional_api import latest_prices
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,
@@ -85,7 +85,7 @@ def test_documented_spot_price_history_in_cny_converts_to_usd() -> None:
     records = [(r, answer["Currency"]) for r in answer["SpotPrices"]["SpotPriceType"]]
     prices, skipped = translate.spot_prices(records, "cn-hangzhou", CNY)
     assert skipped == 0 and len(prices) == 2
-    latest = latest_spot_prices(prices)[("cn-hangzhou-g", "ecs.g5.large")]
+    latest = latest_prices(prices)[("cn-hangzhou-g", "ecs.g5.large")]
     assert (latest.spot, latest.origin, latest.currency) == (0.036, 0.354, "CNY")
     assert latest.at == datetime(2019, 11, 19, 7, tzinfo=UTC)
     observations, no_rate = translate.price_observations(
@@ -189,22 +189,22 @@ def _raw(**overrides) -> dict:
 
 
 def test_instances_from_describe_instances() -> None:
-    inst = translate.instance_from_api(_raw(), REGION, client_token_tag=CLIENT_TOKEN_TAG)
+    inst = instances.instance_from_api(_raw(), REGION, client_token_tag=CLIENT_TOKEN_TAG)
     assert inst.offer.series() == f"aliyun/{REGION}/cn-hangzhou-h/{GN6I}/spot"
     assert (inst.state, inst.client_token, inst.tags["gpu-arbiter:owner"]) == (
         InstanceState.RUNNING, "job-1", "me")
     assert inst.launched_at == datetime(2026, 3, 2, 12, 4, tzinfo=UTC)
-    on_demand = translate.instance_from_api(_raw(SpotStrategy="NoSpot", Status="Pending"),
+    on_demand = instances.instance_from_api(_raw(SpotStrategy="NoSpot", Status="Pending"),
                                             REGION, client_token_tag=CLIENT_TOKEN_TAG)
     assert on_demand.offer.market is Market.ON_DEMAND and on_demand.state is InstanceState.PENDING
-    stopped = translate.instance_from_api(_raw(Status="Stopped"), REGION,
+    stopped = instances.instance_from_api(_raw(Status="Stopped"), REGION,
                                           client_token_tag=CLIENT_TOKEN_TAG)
     assert stopped.state is InstanceState.TERMINATED and stopped.terminated_reason == "stopped"
     with pytest.raises(ValueError, match="Status 'Exploded'"):
-        translate.instance_from_api(_raw(Status="Exploded"), REGION,
+        instances.instance_from_api(_raw(Status="Exploded"), REGION,
                                     client_token_tag=CLIENT_TOKEN_TAG)
-    assert translate.is_recycling(_raw(OperationLocks={"LockReason": [
+    assert instances.is_recycling(_raw(OperationLocks={"LockReason": [
         {"LockReason": "Recycling"}]}))
-    assert not translate.is_recycling(_raw())
-    notice = translate.recycling_notice(AT, AT)
+    assert not instances.is_recycling(_raw())
+    notice = instances.recycling_notice(AT, AT)
     assert (notice.action, (notice.action_at - AT).total_seconds()) == ("terminate", 300)

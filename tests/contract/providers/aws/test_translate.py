@@ -10,7 +10,7 @@ import pytest
 
 from core.models import InstanceState, Market
 from providers.aws import instances, translate
-from providers.regional_api import latest_spot_prices, list_price_observations
+from providers.regional_api import latest_prices, list_price_observations
 from tests.contract.providers.aws.data import (
     ADVISOR_FILE,
     INSTANCE_TYPES,
@@ -67,7 +67,7 @@ def test_latest_price_per_zone_and_observations() -> None:
                _record(at=T0 - timedelta(hours=5), price="0.9", zone="us-east-1b"),
                _record(at="2020-03-23T11:00:00Z", price="1.2")]  # duplicate record
     prices, _ = translate.spot_prices(records, "us-east-1")
-    latest = latest_spot_prices(prices)
+    latest = latest_prices(prices)
     assert {k: p.price_usd_per_hour for k, p in latest.items()} == {
         ("us-east-1a", "p3.2xlarge"): 1.2, ("us-east-1b", "p3.2xlarge"): 0.9}
     obs = translate.spot_observations(prices, "us-east-1")
