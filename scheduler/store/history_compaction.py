@@ -1,0 +1,132 @@
+"""Retention of price history: raw price changes that fell out of the raw window (or past the
+point cap) are rolled into hourly rollups, and rollups past ``rollup_days`` are dropped.
+
+The key layout and the retention settings are described in :mod:`scheduler.store.history`.
+Compaction is optimistic: the script (``COMPACT``) applies a plan only when the series' raw
+points are still those the plan was computed from, so a series written meanwhile is skipped
+and compacted by a later append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import redis
+
+from scheduler.store import keys
+from scheduler.store.history_scripts import COMPACT
+from scheduler.store.rollups import (
+    DAY_MS,
+    HOUR_MS,
+    HistorySettings,
+    HourRollup,
+    SeriesMeta,
+    decode_day,
+    encode_day,
+    floor_day,
+    floor_hour,
+    group_by_day,
+    price_text,
+    rollup_hours,
+)
+
+
+def due_for_compaction(settings: HistorySettings, seen: int, count: int, oldest: int) -> bool:
+    """Is the raw tier past its window by the slack, or 10 % past its point cap? ``seen``: the
+    series' newest observation (ms), ``count`` its raw points, ``oldest`` the oldest one (ms)."""
+    by_age = floor_hour(seen - int(settings.raw_days * DAY_MS))
+    slack = int(settings.compact_slack_h * HOUR_MS)
+    return oldest < by_age - slack or count > settings.raw_max_points * 1.1
+
+
+class Compaction:
+    """Compacts series of price history in Redis (thread-safe, as redis-py is)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+        self._script = client.register_script(COMPACT)
+
+    def run(self, names: list[str], settings: HistorySettings, source: str) -> int:
+        """Compact ``names`` (series of ``source``) under ``settings``; returns how many series
+        were compacted (a series written meanwhile is skipped; the next append retries it)."""
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                pipe.hgetall(keys.history_meta(series, source))
+                pipe.zcard(keys.history_raw(series, source))
+            replies = pipe.execute()
+        plans: list[tuple[SeriesMeta, int, int]] = []  # meta, cutoff by age, excess points
+        for i, series in enumerate(names):
+            meta = SeriesMeta.parse(series, replies[2 * i], source)
+            if meta is not None:
+                cutoff = floor_hour(meta.last_seen_ms - int(settings.raw_days * DAY_MS))
+                plans.append((meta, cutoff, int(replies[2 * i + 1]) - settings.raw_max_points))
+        with self._r.pipeline(transaction=False) as pipe:
+            for meta, cutoff, excess in plans:
+                raw = keys.history_raw(meta.series, source)
+                if excess > 0:
+                    pipe.zrange(raw, excess, excess, withscores=True)
+                else:
+                    pipe.echo("-")
+                pipe.zrangebyscore(raw, "-inf", f"({cutoff}")
+                pipe.zrevrangebyscore(keys.history_hourly(meta.series, source), "+inf", "-inf",
+                                      start=0, num=1)
+            replies = pipe.execute()
+        with self._r.pipeline(transaction=False) as pipe:
+            planned = 0
+            for i, (meta, cutoff, excess) in enumerate(plans):
+                at_excess, members, last_blob = replies[3 * i: 3 * i + 3]
+                if excess > 0 and at_excess:
+                    by_count = min(floor_hour(int(at_excess[0][1])) + HOUR_MS,
+                                   floor_hour(meta.last_seen_ms))
+                    if by_count > cutoff:
+                        cutoff = by_count
+                        members = self._r.zrangebyscore(keys.history_raw(meta.series, source),
+                                                        "-inf", f"({cutoff}")
+                args = self._plan(meta, cutoff, members, last_blob, settings)
+                if args is None:
+                    continue
+                self._script(keys=[keys.history_raw(meta.series, source),
+                                    keys.history_hourly(meta.series, source),
+                                    keys.history_meta(meta.series, source)], args=args, client=pipe)
+                planned += 1
+            applied = pipe.execute() if planned else []
+        return sum(int(a) for a in applied)
+
+    def _plan(self, meta: SeriesMeta, cutoff: int, members: list[str],
+                         last_blob: list[str], settings: HistorySettings) -> list[str] | None:
+        old = [(m, ms) for m in members if (ms := int(m.split(":", 1)[0])) < cutoff]
+        if not old or (meta.rolled_until_ms is not None and cutoff <= meta.rolled_until_ms):
+            return None
+        points = [(ms, float(m.split(":", 1)[1])) for m, ms in old]
+        carry = meta.rolled_price if meta.rolled_until_ms is not None else meta.base_price
+        hours = rollup_hours(points, carry, cutoff)
+        days = group_by_day(hours)
+        if last_blob:
+            previous = decode_day(last_blob[0])
+            first_day = min(days)
+            if previous and floor_day(previous[0].hour_ms) == first_day:
+                days[first_day] = previous + days[first_day]
+        horizon = floor_day(meta.last_seen_ms - int(settings.rollup_days * DAY_MS))
+        first_ms, base = meta.first_ms, None
+        if horizon > meta.first_ms:
+            first_ms, base = horizon, self._price_at_horizon(meta, horizon, days)
+        args = ["" if meta.rolled_until_ms is None else str(meta.rolled_until_ms), str(cutoff),
+                hashlib.sha1("\n".join(m for m, _ in old).encode()).hexdigest(),
+                price_text(points[-1][1]), str(horizon) if base is not None else "",
+                str(first_ms), "" if base is None else price_text(base)]
+        for day_ms, day_hours in sorted(days.items()):
+            if day_ms >= horizon or base is None:
+                args += [str(day_ms), encode_day(day_ms, day_hours)]
+        return args
+
+    def _price_at_horizon(self, meta: SeriesMeta, horizon: int,
+                          new_days: dict[int, list[HourRollup]]) -> float | None:
+        """The price in force at ``horizon`` (a day start), from the rollups before it."""
+        before = [h for d, hs in new_days.items() if d < horizon for h in hs]
+        if before:
+            return before[-1].last
+        stored = self._r.zrevrangebyscore(keys.history_hourly(meta.series, meta.source),
+                                          f"({horizon}", "-inf", start=0, num=1)
+        if stored:
+            return decode_day(stored[0])[-1].last
+        return meta.base_price if meta.base_price is not None else meta.rolled_price
