@@ -33,6 +33,7 @@ from providers.catalog.provider import offers_from_entries
 from providers.catalog.reader import parse_catalog
 from core.models import OfferKey, PriceObservation
 from scheduler.store import Store
+from scheduler.store.rollups import AppendResult
 
 KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "vast", "aliyun", "oci", "runpod", "paperspace",
                 "fluidstack", "cudo", "do", "ibm", "scp", "kubernetes", "nebius", "hyperbolic")
@@ -54,10 +55,7 @@ class ImportReport:
     observations: int = 0
     unique: int = 0
     series: int = 0
-    stored: int = 0
-    unchanged: int = 0
-    late: int = 0
-    compacted: int = 0
+    appended: AppendResult = field(default_factory=AppendResult)  # what history stored of them
     hardware: int = 0
     first: str | None = None
     last: str | None = None
@@ -69,7 +67,12 @@ class ImportReport:
         the price in force, not stored), ``late`` (older than the raw window: not re-stored, that period is kept as hourly
         roll-ups; a re-import of the same files reports its old records here),
         ``compacted`` series, ``hardware`` entries learned, ``first``/``last`` times."""
-        return {**self.__dict__, "skipped": dict(self.skipped)}
+        done = self.appended
+        return {"files": self.files, "records": self.records, "skipped": dict(self.skipped),
+                "observations": self.observations, "unique": self.unique, "series": self.series,
+                "stored": done.stored, "unchanged": done.unchanged, "late": done.late,
+                "compacted": done.compacted, "hardware": self.hardware, "first": self.first,
+                "last": self.last}
 
 
 def _guess_provider(path: Path) -> str | None:
@@ -182,8 +185,6 @@ def import_path(store: Store, path: Path, provider: str | None = None,
         key = OfferKey.from_series(o.series)
         seen_until[o.series] = newest_by_region[(key.provider, key.region)]
     history = store.offers.history
-    result = history.append(observations, seen_until=seen_until)
-    report.stored, report.unchanged = result.stored, result.unchanged
-    report.late, report.compacted = result.late, result.compacted
+    report.appended = history.append(observations, seen_until=seen_until)
     report.hardware = history.remember_hardware(hardware)
     return report

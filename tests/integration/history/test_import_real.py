@@ -82,12 +82,13 @@ def test_import_counts_series_observations_and_duplicates(store, data_dir, expec
     assert report.records == report.observations == records == 16_973
     assert report.unique == len(distinct) == 16_560  # 413 records repeat across overlapping dumps
     assert report.series == len(changes) == 98
-    assert report.stored == sum(len(v) for v in changes.values())
-    assert report.stored + report.unchanged == len(distinct)  # each distinct one: change or repeat
+    assert report.appended.stored == sum(len(v) for v in changes.values())
+    # each distinct one: change or repeat
+    assert report.appended.stored + report.appended.unchanged == len(distinct)
     assert sorted(s for s in store.offers.series()) == sorted(
         f"aws/{z[:-1]}/{z}/{t}/spot" for z, t in changes)
     again = import_path(store, data_dir / DUMPS)
-    assert again.stored == 0 and again.late > 0  # idempotent; rolled-up points are not redone
+    assert again.appended.stored == 0 and again.appended.late > 0  # idempotent; rolled-up points are not redone
 
 
 def test_query_min_p50_max_equal_the_files_raw_tier(store, data_dir, expected):
