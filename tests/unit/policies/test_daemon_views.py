@@ -38,15 +38,17 @@ def test_market_view_from_offers_and_samples():
         market_view(models, np.ones((1, 2), bool))
 
 
+def _placement(attempt, offer, decided, started, ended=None, end_reason=None):
+    return Placement(attempt=attempt, offer=offer, client_token=f"t{attempt}", decided_at=decided,
+                     instance_id=f"i-{attempt}", started_at=started, ended_at=ended,
+                     end_reason=end_reason)
+
+
 def test_job_view_reads_placements_deadline_and_spend():
     models = offers()
     table, mk = market_view(models, np.ones((1, 3), bool))
-    lost = Placement(attempt=1, offer=models[0], client_token="t1", decided_at=T0,
-                     instance_id="i-1", started_at=T0, ended_at=T0 + timedelta(hours=2),
-                     end_reason=PlacementEnd.PREEMPTED)
-    now_on = Placement(attempt=2, offer=models[1], client_token="t2",
-                       decided_at=T0 + timedelta(hours=2), instance_id="i-2",
-                       started_at=T0 + timedelta(hours=2))
+    lost = _placement(1, models[0], T0, T0, T0 + timedelta(hours=2), PlacementEnd.PREEMPTED)
+    now_on = _placement(2, models[1], T0 + timedelta(hours=2), T0 + timedelta(hours=2))
     now = T0 + timedelta(hours=2.5)
 
     def view_at(now):
@@ -72,11 +74,8 @@ def test_job_view_reads_placements_deadline_and_spend():
 def test_previous_is_the_offer_last_left_by_a_move_and_hours_scale_to_market_hours():
     models = offers()
     table, mk = market_view(models, np.ones((1, 3), bool))
-    moved = Placement(attempt=1, offer=models[1], client_token="t1", decided_at=T0,
-                      instance_id="i-1", started_at=T0, ended_at=T0 + timedelta(minutes=1),
-                      end_reason=PlacementEnd.MOVED)
-    current = Placement(attempt=2, offer=models[0], client_token="t2", decided_at=T0,
-                        instance_id="i-2", started_at=T0 + timedelta(minutes=1))
+    moved = _placement(1, models[1], T0, T0, T0 + timedelta(minutes=1), PlacementEnd.MOVED)
+    current = _placement(2, models[0], T0, T0 + timedelta(minutes=1))
     view = job_view([job(placements=[moved], placement=current)], table,
                     T0 + timedelta(minutes=2), restart_overhead_h=0.1,
                     decision_interval_h=0.01, time_scale=60, checkpoint_age_h=[0.5])
