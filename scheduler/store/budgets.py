@@ -76,6 +76,7 @@ class BudgetOutbox:
         return int(self._r.llen(keys.BUDGET_OUTBOX)) + int(self._r.llen(keys.BUDGET_INFLIGHT))
 
     def queued(self) -> int:
+        """Alerts waiting in the queue (not in flight)."""
         return int(self._r.llen(keys.BUDGET_OUTBOX))
 
     def dead(self) -> list[dict[str, Any]]:
