@@ -108,7 +108,12 @@ class RegionalCompute(Compute):
     def _find_by_token(self, region: str, client_token: str) -> Instance | None: ...
 
     @abstractmethod
-    def _run_instance(self, request: LaunchRequest, region: str) -> Instance: ...
+    def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
+        """The cloud's launch call's parameters; ``ValueError`` when its rules refuse them."""
+
+    @abstractmethod
+    def _run_instance(self, request: LaunchRequest, region: str,
+                      params: dict[str, Any]) -> Instance: ...
 
     @abstractmethod
     def _terminate_in(self, region: str, instance_id: str) -> None:
@@ -181,7 +186,12 @@ class RegionalCompute(Compute):
         instance = self._find_by_token(region, request.client_token)
         if instance is None:
             try:
-                instance = self._run_instance(request, region)
+                params = self._run_params(request, region)
+            except ValueError as exc:
+                raise ProviderError(f"{self.name} launch of {request.offer.key.series()}: {exc}",
+                                    provider=self.name, code="InvalidLaunchRequest") from None
+            try:
+                instance = self._run_instance(request, region, params)
             except ProviderError as exc:
                 found = (self._find_by_token(region, request.client_token)
                          if exc.code in self.idempotency_codes else None)

@@ -285,8 +285,9 @@ class AliyunProvider(RegionalCompute, Checked):
                                 code="LaunchNotConfigured")
         return region
 
-    def _run_instance(self, request: LaunchRequest, region: str) -> Instance:
-        instance_id = self.client.run_instance(region, self._run_params(request, region))
+    def _run_instance(self, request: LaunchRequest, region: str,
+                      params: dict[str, Any]) -> Instance:
+        instance_id = self.client.run_instance(region, params)
         listed = self._region_instances(region, {}, instance_ids=[instance_id])
         if listed:
             return listed[0]
@@ -305,23 +306,18 @@ class AliyunProvider(RegionalCompute, Checked):
         limit = None
         if offer.market is Market.SPOT and cfg.spot_strategy == "SpotWithPriceLimit":
             limit = self._on_demand_native(offer) * cfg.spot_price_limit_ratio
-        try:
-            user_data = launching.render_user_data(request.agent_env, pip_spec=cfg.agent_pip_spec,
-                                                   venv=cfg.agent_venv)
-            return launching.run_instances_params(
-                offer=offer, client_token=request.client_token, tags=request.tags,
-                user_data=user_data, image_id=cfg.image_for(region) or "",
-                vswitch_id=cfg.vswitches[offer.zone],
-                security_group_id=cfg.security_groups[region],
-                spot_strategy=cfg.spot_strategy, spot_price_limit=limit,
-                spot_duration_h=self.settings.spot_duration_h,
-                system_disk_category=cfg.system_disk_category,
-                system_disk_size_gib=cfg.system_disk_size_gib,
-                internet_max_bandwidth_out_mbps=cfg.internet_max_bandwidth_out_mbps,
-                key_pair_name=cfg.key_pair_name, ram_role_name=cfg.ram_role_name)
-        except ValueError as exc:
-            raise ProviderError(f"aliyun launch of {offer.key.series()}: {exc}",
-                                provider=PROVIDER, code="InvalidLaunchRequest") from None
+        user_data = launching.render_user_data(request.agent_env, pip_spec=cfg.agent_pip_spec,
+                                               venv=cfg.agent_venv)
+        return launching.run_instances_params(
+            offer=offer, client_token=request.client_token, tags=request.tags,
+            user_data=user_data, image_id=cfg.image_for(region) or "",
+            vswitch_id=cfg.vswitches[offer.zone], security_group_id=cfg.security_groups[region],
+            spot_strategy=cfg.spot_strategy, spot_price_limit=limit,
+            spot_duration_h=self.settings.spot_duration_h,
+            system_disk_category=cfg.system_disk_category,
+            system_disk_size_gib=cfg.system_disk_size_gib,
+            internet_max_bandwidth_out_mbps=cfg.internet_max_bandwidth_out_mbps,
+            key_pair_name=cfg.key_pair_name, ram_role_name=cfg.ram_role_name)
 
     def _on_demand_native(self, offer: Offer) -> float:
         """The offer's on-demand price in the account's currency (what SpotPriceLimit is in):

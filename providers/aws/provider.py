@@ -198,9 +198,9 @@ class AwsProvider(RegionalCompute, Checked):
         return next((i for i in self._instances(region, filters, with_notices=False)
                      if i.client_token == client_token), None)
 
-    def _run_instance(self, request: LaunchRequest, region: str) -> Instance:
-        instance = instances.instance_from_api(
-            self.client.run_instance(region, self._run_params(request, region)), region)
+    def _run_instance(self, request: LaunchRequest, region: str,
+                      params: dict[str, Any]) -> Instance:
+        instance = instances.instance_from_api(self.client.run_instance(region, params), region)
         if not instance.client_token:
             instance = instance.model_copy(update={"client_token": request.client_token})
         return instance
@@ -211,18 +211,14 @@ class AwsProvider(RegionalCompute, Checked):
     def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
         cfg = self.settings.launch
         assert cfg is not None
-        try:
-            user_data = launching.render_user_data(request.agent_env, pip_spec=cfg.agent_pip_spec,
-                                                   venv=cfg.agent_venv)
-            return launching.run_instances_params(
-                offer=request.offer, client_token=request.client_token, tags=request.tags,
-                user_data=user_data, ami=cfg.image_for(region) or "",
-                subnet_id=cfg.subnets.get(request.offer.zone),
-                security_group_ids=cfg.security_group_ids, key_name=cfg.key_name,
-                iam_instance_profile=cfg.iam_instance_profile)
-        except ValueError as exc:
-            raise ProviderError(f"aws launch of {request.offer.key.series()}: {exc}",
-                                provider=PROVIDER, code="InvalidLaunchRequest") from None
+        user_data = launching.render_user_data(request.agent_env, pip_spec=cfg.agent_pip_spec,
+                                               venv=cfg.agent_venv)
+        return launching.run_instances_params(
+            offer=request.offer, client_token=request.client_token, tags=request.tags,
+            user_data=user_data, ami=cfg.image_for(region) or "",
+            subnet_id=cfg.subnets.get(request.offer.zone),
+            security_group_ids=cfg.security_group_ids, key_name=cfg.key_name,
+            iam_instance_profile=cfg.iam_instance_profile)
 
 
 def _advisor_file_name(url: str) -> str:
