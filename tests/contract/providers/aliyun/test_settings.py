@@ -38,6 +38,7 @@ def test_the_documented_example_builds(tmp_path: Path) -> None:
         assert provider.settings.usd_rate("CNY") == 0.1385 and provider.settings.usd_rate(None) == 0.1385
         assert provider.settings.launch.spot_strategy == "SpotAsPriceGo"
         assert provider.settings.spot_duration_h == 1
+        assert provider.agent_start_timeout_s == 900  # the same pip-install boot as on EC2
     finally:
         provider.close()
     assert AliyunConfig.model_validate({"kind": "aliyun", "regions": ["ap-southeast-1"]}
@@ -57,6 +58,7 @@ def test_the_documented_example_builds(tmp_path: Path) -> None:
     ({"spot_duration_h": 7}, "less than or equal to 6"),
     ({"markets": ["reserved"]}, "spot"),
     ({"regoins": ["cn-hangzhou"]}, "unknown field"),
+    ({"unknown_interruption_risk": 0.25}, "unknown_interruption_risk is not a setting any more"),
     ({"launch": {"image_id": "img", "vswitches": {"cn-beijing-g": "vsw-1"},
                  "security_groups": {"cn-hangzhou": "sg-1"}}}, "not in the configured regions"),
     ({"launch": {"image_id": "img", "vswitches": {"cn-hangzhou-h": "vpc-1"},
