@@ -9,8 +9,9 @@ that a cloud module keeps only its API calls and its translation (the shape of d
   :data:`LAST_GOOD_OFFERS_MAX_AGE_S` and, for prices, is asked again from where it missed; a
   call raises (the first region's error) only when every region failed.
 - launch: refuses offers of other providers or regions and a missing ``launch`` section,
-  returns the instance already carrying the client token, else runs one; a cloud's
-  idempotency error is answered by looking the token up again.
+  returns the instance already carrying the client token, else runs one; parameters the
+  cloud's rules refuse are ``InvalidLaunchRequest``, and a cloud's idempotency error is
+  answered by looking the token up again.
 - terminate: in the region the instance was seen in, else in each region until one knows it.
 - describe: every region; ANY failing region raises, so that no caller takes a missing
   instance for a gone one.
