@@ -1,4 +1,70 @@
-"""Shared fixtures. Real servers only: Redis (tests/fixtures/redis_server.py) and S3
-(tests/fixtures/s3_server.py: SeaweedFS ``weed mini``)."""
+"""Shared fixtures and the two test tiers.
+
+Real servers only: Redis (tests/fixtures/redis_server.py) and S3 (tests/fixtures/s3_server.py:
+SeaweedFS ``weed mini``); only the clouds are faked (tests/fakes/, tests/contract/).
+
+Tiers: ``python3 -m pytest`` is the fast tier, every test but those marked ``e2e`` (real
+daemons running training jobs, tests/e2e/) or ``slow`` (integration modules that take many
+seconds each). ``python3 -m pytest --full`` is the whole suite, what ``.ci/run`` runs. Naming
+test paths, or a ``-m`` expression, selects exactly what was named, tiers aside.
+"""
+
+from __future__ import annotations
+
+import pytest
 
 pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.s3_server"]
+
+# Marks left out of the fast tier.
+FULL_ONLY = ("e2e", "slow")
+
+# Integration modules marked ``slow`` here, in one place: each drives real processes on wall
+# time (agents booting and checkpointing, replay cloud processes, daemons, moto, a fuzzer)
+# for 10-50 s per module on two shared cores (``--durations``). The controller rules that
+# tests/integration/controller checks this way run in milliseconds in the fast tier over
+# the in-memory cloud (tests/fakes, tests/unit/controller).
+SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
+    "agent/test_agent_run",
+    "agent/test_aws_imds_bootstrap",
+    "agent/test_output_through_daemon_outage",
+    "aliyun/test_agent_notice",
+    "api/test_fuzz_openapi",
+    "aws/test_lifecycle_moto",
+    "controller/test_held_price",
+    "controller/test_policy_v2",
+    "controller/test_reconcile",
+    "observability/test_daemon_logs",
+    "planning/test_plan_cli_fresh_home",
+    "planning/test_plan_matches_placement",
+    "replay/test_replay_cloud",
+    "store/test_embedded_redis_cli",
+))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="the whole suite: the fast tier plus the tests marked e2e or slow")
+
+
+def _fast_tier(config: pytest.Config) -> bool:
+    return not (config.getoption("full") or config.option.markexpr
+                or config.args_source is not pytest.Config.ArgsSource.TESTPATHS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(config.rootpath).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+    if not _fast_tier(config):
+        return
+    left_out = {id(i) for i in items if any(i.get_closest_marker(m) for m in FULL_ONLY)}
+    if left_out:
+        config.hook.pytest_deselected(items=[i for i in items if id(i) in left_out])
+        items[:] = [i for i in items if id(i) not in left_out]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _fast_tier(config):
+        return "fast tier: tests marked e2e or slow are left out (--full runs them)"
+    return "tier: " + ("full" if config.getoption("full") else "as selected")
