@@ -92,8 +92,7 @@ def market_view(offers: Sequence[Offer], eligible: np.ndarray, samples: np.ndarr
     pool = AvailabilityStats(**{**pool.__dict__, "frac": np.where(no_spot, 0.0, pool.frac)})
     prices = np.array([o.price_usd_per_hour for o in offers], dtype=float)
     return table, MarketView(offers=table, price_usd_per_hour=prices, available=eligible,
-                             offer_stats=stats, pool_stats=pool,
-                             pool_available=spot.any(axis=1), zone_correlation=zone_correlation)
+                             offer_stats=stats, pool_stats=pool, zone_correlation=zone_correlation)
 
 
 def _index(table: OfferTable) -> dict[str, int]:

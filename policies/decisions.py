@@ -116,19 +116,6 @@ def _hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> np.ndarray:
     return lam
 
 
-def _effective(jobs: JobView, market: MarketView, lam: np.ndarray) -> np.ndarray:
-    """``(n, m)`` risk-aware price; computed once per distinct reclaim loss when hazards and
-    prices are shared by all jobs (the common case: one market, one restart overhead)."""
-    n, m = len(jobs), len(market.offers)
-    loss = risk.loss_per_reclaim_h(jobs)
-    price = np.asarray(market.price_usd_per_hour)
-    if lam.ndim == 1 and price.ndim == 1:
-        uniq, inv = np.unique(loss[:, 0], return_inverse=True)
-        rows = price[None, :] * risk.inflation(lam[None, :], uniq[:, None])
-        return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
-    return np.broadcast_to(price, (n, m)) * risk.inflation(lam, loss)
-
-
 def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     n, m = len(jobs), len(market.offers)
     offers = market.offers
@@ -136,7 +123,7 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     if ((jobs.last_preempted_zone != NO_ZONE) & (jobs.since_preemption_h < cfg.same_zone_cooldown_h)).any():
         cand = cand & ~zones.cooling_zone_mask(jobs, offers, cand, cfg.same_zone_cooldown_h,
                                                cfg.same_zone_strict)
-    eff = _effective(jobs, market, _hazard(jobs, market, cfg))
+    eff = risk.effective_price(jobs, market, _hazard(jobs, market, cfg))
     price = np.broadcast_to(market.price_usd_per_hour, (n, m))
     finish = risk.expected_cost_to_finish(jobs, price, eff)
     running = jobs.current != NO_OFFER

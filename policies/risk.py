@@ -54,18 +54,29 @@ def inflation(hazard: np.ndarray, loss_h: np.ndarray) -> np.ndarray:
     return np.where(share >= _MAX_LOSS_SHARE, np.inf, out)
 
 
-def effective_price(jobs: JobView, market: MarketView) -> np.ndarray:
-    """Risk-aware USD per hour of useful progress for every (job, offer), shape ``(n, m)``.
+def effective_price(jobs: JobView, market: MarketView,
+                    hazard: np.ndarray | None = None) -> np.ndarray:
+    """Risk-aware USD per hour of useful progress for every (job, offer), shape ``(n, m)``:
+    ``price × inflation(λ, loss)`` with the loss of :func:`loss_per_reclaim_h`.
 
-    ``price × inflation(λ, loss)``; for the job's *current* offer the hazard is the same but the
-    expected rework also counts the progress not yet checkpointed.
+    Args:
+        jobs, market: ``n`` jobs, ``m`` offers.
+        hazard: reclaims per hour ``λ``, ``(m,)`` or ``(n, m)``; default
+            :func:`hazard_per_h` of the market's availability (the decisions raise it for
+            zones correlated with a recent reclaim).
+
+    When hazards and prices are shared by all jobs (one market, the common case) the row is
+    computed once per distinct loss; the result may then be a read-only broadcast view.
     """
-    n = len(jobs)
-    offers = market.offers
-    lam = hazard_per_h(market.offer_stats, offers.is_spot)
-    lam = np.broadcast_to(lam, (n, len(offers)))
-    price = np.broadcast_to(market.price_usd_per_hour, (n, len(offers)))
-    return price * inflation(lam, loss_per_reclaim_h(jobs))
+    n, m = len(jobs), len(market.offers)
+    lam = hazard_per_h(market.offer_stats, market.offers.is_spot) if hazard is None else hazard
+    loss = loss_per_reclaim_h(jobs)
+    price = np.asarray(market.price_usd_per_hour)
+    if lam.ndim == 1 and price.ndim == 1:
+        uniq, inv = np.unique(loss[:, 0], return_inverse=True)
+        rows = price[None, :] * inflation(lam[None, :], uniq[:, None])
+        return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
+    return np.broadcast_to(price, (n, m)) * inflation(lam, loss)
 
 
 def remaining_h(jobs: JobView) -> np.ndarray:
@@ -85,8 +96,7 @@ def expected_cost_to_finish(jobs: JobView, price: np.ndarray, eff: np.ndarray) -
     Args:
         jobs: ``n`` jobs.
         price: USD per hour, ``(m,)`` or ``(n, m)``.
-        eff: risk-aware USD per useful hour, ``(n, m)`` (:func:`effective_price`, or the
-            decision's own with correlated zones' hazard).
+        eff: risk-aware USD per useful hour, ``(n, m)`` (:func:`effective_price`).
     """
     n, m = eff.shape
     remaining = remaining_h(jobs)

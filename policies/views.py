@@ -165,8 +165,7 @@ class MarketView:
       (capacity exists *and* the job's constraints admit it).
     - **offer_stats**: :class:`AvailabilityStats` per offer, ``(n, m)`` or ``(m,)``.
     - **pool_stats**: :class:`AvailabilityStats` of "any of the job's spot offers", ``(n,)``.
-    - **pool_available**: ``(n,)`` bool: some eligible spot offer is available now. A job
-      with no spot offer at all should get ``frac = 0`` pool stats (it cannot wait for spot).
+      A job with no spot offer at all should get ``frac = 0`` (it cannot wait for spot).
     - **zone_correlation**: ``(z, z)`` (or per job ``(n, z, z)``) correlation of zone
       availability over ``offers.zone_names`` (:func:`policies.zones.zone_correlation`), or
       ``None`` when unknown.
@@ -177,7 +176,6 @@ class MarketView:
     available: np.ndarray
     offer_stats: AvailabilityStats
     pool_stats: AvailabilityStats
-    pool_available: np.ndarray
     zone_correlation: np.ndarray | None = None
 
 

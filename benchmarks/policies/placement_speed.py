@@ -95,7 +95,7 @@ def market_view(table: OfferTable, prices: np.ndarray, eligible: np.ndarray,
                              mean_up_h=np.full(n, 3.0), mean_down_h=np.full(n, 1.0),
                              frac=np.full(n, 0.7))
     return MarketView(offers=table, price_usd_per_hour=prices, available=eligible & capacity,
-                      offer_stats=stats, pool_stats=pool, pool_available=rng.random(n) < 0.5)
+                      offer_stats=stats, pool_stats=pool)
 
 
 def jobs_view(n: int, rng: np.random.Generator) -> JobView:

@@ -43,7 +43,7 @@ class SimMarket:
     - **table**: the eligible offers' :class:`OfferTable` (``m`` rows); **offers** the models.
     - **available**: ``(T, m)`` bool; **price**: ``(T, m)`` USD/hour.
     - **offer_stats**: per-offer :class:`AvailabilityStats`, arrays ``(T, m)``.
-    - **pool_available** ``(T,)`` and **pool_stats** ``(T,)``: any eligible spot offer.
+    - **pool_stats** ``(T,)``: availability of any eligible spot offer.
     - **zone_available**: ``(z, T)`` bool, some spot offer of that zone available.
     - **filtered**: why offers were left out (for "nothing fits" messages).
     - **known_before_tick**: trace samples before this tick are the history the offer table
@@ -59,7 +59,6 @@ class SimMarket:
     available: np.ndarray
     price: np.ndarray
     offer_stats: AvailabilityStats
-    pool_available: np.ndarray
     pool_stats: AvailabilityStats
     zone_available: np.ndarray
     filtered: FilterResult
@@ -194,7 +193,7 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     return SimMarket(
         table=table, offers=tuple(models[i] for i in keep), tick_h=tick_h, available=avail,
         price=price, offer_stats=_stats_columns(avail, table.is_spot, tick_h),
-        pool_available=pool, pool_stats=pool_stats, zone_available=zones, filtered=filtered,
+        pool_stats=pool_stats, zone_available=zones, filtered=filtered,
         known_before_tick=known_before_tick, baseline=baseline, baseline_note=note,
     )
 

@@ -151,8 +151,7 @@ class _Runs:
         market = MarketView(
             offers=self.m.table, price_usd_per_hour=price, available=avail,
             offer_stats=type(stats)(**{f: getattr(stats, f)[k] for f in stats.__dataclass_fields__}),
-            pool_stats=self.m.pool_stats.take(k), pool_available=self.m.pool_available[k],
-            zone_correlation=self.corr,
+            pool_stats=self.m.pool_stats.take(k), zone_correlation=self.corr,
         )
         return jobs, market
 

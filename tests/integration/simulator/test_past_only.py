@@ -46,8 +46,7 @@ def _recorded(policy, market, job, starts):
                      *(tuple(np.atleast_2d(getattr(view.offer_stats, f))[run])
                        for f in ("up_age_h", "down_age_h", "mean_up_h", "mean_down_h", "frac")),
                      *(float(getattr(view.pool_stats, f)[run])
-                       for f in ("up_age_h", "mean_up_h", "mean_down_h", "frac")),
-                     bool(view.pool_available[run]))
+                       for f in ("up_age_h", "mean_up_h", "mean_down_h", "frac")))
             seen.append((int(run), int(starts[run] + i),
                          "none" if offer == NO_OFFER else view.offers.keys[offer], shown))
         return decision

@@ -7,7 +7,7 @@ from tests.unit.policies.views_builder import OD, SPOT, market, offers
 
 MODELS = offers(("a", SPOT, 1.0), ("a", OD, 3.0))
 UP = market(MODELS)
-DOWN = market(MODELS, available=[False, True], pool_available=False)
+DOWN = market(MODELS, available=[False, True])
 
 
 def job(r, c=10.0, **kw):

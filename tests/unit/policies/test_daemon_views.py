@@ -32,7 +32,6 @@ def test_market_view_from_offers_and_samples():
     assert list(table.is_spot) == [True, True, False]
     assert mk.offer_stats.up_age_h[0] == 0.0 and mk.offer_stats.up_age_h[1] == 1.5
     assert np.isinf(mk.offer_stats.up_age_h[2])
-    assert list(mk.pool_available) == [True, False]
     assert mk.pool_stats.frac[1] == 0.0                       # no spot offer: cannot wait
     with pytest.raises(ValueError):
         market_view(models, np.ones((1, 2), bool))

@@ -39,7 +39,7 @@ def test_feasible_wait_and_spot_safety_by_hand():
 def test_spot_while_it_pays_wait_while_slack_allows_on_demand_when_needed():
     models = offers(("a", SPOT, 1.0), ("a", OD, 3.0))
     up = market(models)
-    down = market(models, available=[False, True], pool_available=False)
+    down = market(models, available=[False, True])
     # reserve = 2 · 2d · c/(mean_up + mean_down) + g = 2 · 1 · 10/3 + .25 = 6.92 h
     assert deadline.reserve_h(job(40.0), down, 2.0)[0] == pytest.approx(2 * 1.0 * 10 / 3 + G)
     assert decide_placement(job(40.0), up).reason[0] == Reason.SPOT

@@ -20,7 +20,7 @@ def offers(*rows: tuple[str, str, float]) -> list:
 
 
 def market(models: list, *, available=None, mean_up_h=2.0, up_age_h=0.0, mean_down_h=1.0,
-           down_age_h=0.0, frac=0.8, pool_available=None, corr=None, n=1,
+           down_age_h=0.0, frac=0.8, corr=None, n=1,
            pool: AvailabilityStats | None = None) -> MarketView:
     """A :class:`MarketView` of ``models`` for ``n`` identical jobs. Spot stats take scalars or
     ``(m,)`` arrays (ignored for on-demand offers); the pool stats default to the spot offers'
@@ -37,9 +37,6 @@ def market(models: list, *, available=None, mean_up_h=2.0, up_age_h=0.0, mean_do
     full = always_available((m,))
     stats = AvailabilityStats(**{f: np.where(table.is_spot, getattr(spot, f), getattr(full, f))
                                  for f in AvailabilityStats.__dataclass_fields__})
-    spot_avail = avail & table.is_spot
-    if pool_available is None:
-        pool_available = bool(spot_avail.any())
     if pool is None:
         first = int(np.argmax(table.is_spot)) if table.is_spot.any() else 0
         pool = AvailabilityStats(**{f: np.full(n, getattr(spot, f)[first] if m else 0.0)
@@ -48,5 +45,4 @@ def market(models: list, *, available=None, mean_up_h=2.0, up_age_h=0.0, mean_do
             pool = AvailabilityStats(**{**pool.__dict__, "frac": np.zeros(n)})
     return MarketView(
         offers=table, price_usd_per_hour=np.array([o.price_usd_per_hour for o in models]),
-        available=avail, offer_stats=stats, pool_stats=pool,
-        pool_available=np.full(n, pool_available), zone_correlation=corr)
+        available=avail, offer_stats=stats, pool_stats=pool, zone_correlation=corr)
