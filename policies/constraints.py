@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.models import JobSpec, Offer, OfferKey
+from core.models import JobSpec, Offer, OfferKey
 
 Predicate = Callable[[JobSpec, Offer], bool]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from policies.views import OfferTable
-from scheduler.models import AllowDeny, JobSpec, MarketChoice
+from core.models import AllowDeny, JobSpec, MarketChoice
 
 
 def _isin(codes: np.ndarray, vocab: tuple[str, ...], names: Sequence[str]) -> np.ndarray:
