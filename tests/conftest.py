@@ -18,9 +18,10 @@ pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.s3_server"]
 # Marks left out of the fast tier.
 FULL_ONLY = ("e2e", "slow")
 
-# Integration modules marked ``slow`` here, in one place: each drives real processes on wall
-# time (agents booting and checkpointing, replay cloud processes, daemons, moto, a fuzzer)
-# for 10-50 s per module on two shared cores (``--durations``). The controller rules that
+# Integration modules marked ``slow`` here, in one place: each spends wall time on real
+# processes or real waits (agents booting and checkpointing, replay cloud processes and their
+# market clocks, daemons, moto, fuzzers, long polls): 4-50 s per module on two shared cores
+# (``--durations``), about half of the integration tests' time. The controller rules that
 # tests/integration/controller checks this way run in milliseconds in the fast tier over
 # the in-memory cloud (tests/fakes, tests/unit/controller).
 SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
@@ -28,12 +29,17 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "agent/test_aws_imds_bootstrap",
     "agent/test_output_through_daemon_outage",
     "aliyun/test_agent_notice",
+    "api/test_fuzz_agent_report",
     "api/test_fuzz_openapi",
     "aws/test_lifecycle_moto",
+    "aws/test_offers_moto",
     "controller/test_held_price",
     "controller/test_policy_v2",
     "controller/test_reconcile",
+    "history/test_offer_price_age",
+    "history/test_replay_vs_real",
     "observability/test_daemon_logs",
+    "observability/test_events",
     "planning/test_plan_cli_fresh_home",
     "planning/test_plan_matches_placement",
     "replay/test_replay_cloud",
