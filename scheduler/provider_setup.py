@@ -183,12 +183,6 @@ def default_entries() -> list[dict[str, Any]]:
     return [{"kind": "replay", "market": str(examples_dir() / "market.yaml")}]
 
 
-def provider_names(provider: Provider) -> set[str]:
-    """The ``Offer.provider`` names an adapter serves (a replayed market may imitate several):
-    ``provider.provider_names``, as a set."""
-    return set(provider.provider_names)
-
-
 def _describe(entry: dict[str, Any]) -> str:
     where = entry.get("market") if entry.get("kind") == "replay" else None
     return f"{entry.get('kind')}" + (f" market {where}" if where else "")
