@@ -20,8 +20,9 @@ FULL_ONLY = ("e2e", "slow")
 
 # Integration modules marked ``slow`` here, in one place: each spends wall time on real
 # processes or real waits (agents booting and checkpointing, replay cloud processes and their
-# market clocks, daemons, moto, fuzzers, long polls): 4-50 s per module on two shared cores
-# (``--durations``), about half of the integration tests' time. The controller rules that
+# market clocks, daemons, moto, fuzzers, long polls, imports of the real price dumps): 4-50 s
+# per module on two shared cores (``--durations``), about half of the integration tests'
+# time. The controller rules that
 # tests/integration/controller checks this way run in milliseconds in the fast tier over
 # the in-memory cloud (tests/fakes, tests/unit/controller).
 SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
@@ -33,9 +34,11 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "api/test_fuzz_openapi",
     "aws/test_lifecycle_moto",
     "aws/test_offers_moto",
+    "cli/test_status_watch",
     "controller/test_held_price",
     "controller/test_policy_v2",
     "controller/test_reconcile",
+    "history/test_import_real",
     "history/test_offer_price_age",
     "history/test_replay_vs_real",
     "observability/test_daemon_logs",
