@@ -14,7 +14,8 @@ that a cloud module keeps only its API calls and its translation (the shape of d
   answered by looking the token up again.
 - terminate: in the region the instance was seen in, else in each region until one knows it.
 - describe: every region; ANY failing region raises, so that no caller takes a missing
-  instance for a gone one.
+  instance for a gone one. Instances launched but not listed yet, and those seen before and
+  no longer listed, come from :class:`providers.regional_instances.InstanceMemory`.
 
 What deserves caching (instance types, zones, list prices) the cloud keeps in
 :class:`providers.cache.TTLCache` objects; which offers lack capacity is the controller's
@@ -36,6 +37,7 @@ from core.models import Instance, Offer, PriceObservation, utcnow
 from providers.base import CheckResult, Compute, LaunchRequest
 from providers.errors import NotFoundError, ProviderError
 from providers.regional_api import RequestCounter
+from providers.regional_instances import InstanceMemory, has_tags
 from providers.regional_settings import RegionalSettings
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ class RegionalCompute(Compute):
         self._last_offers: dict[str, tuple[datetime, list[Offer]]] = {}
         self._missed_since: dict[str, datetime] = {}  # region → start of a failed history poll
         self._region_of: dict[str, str] = {}  # instance id → region
+        self.memory = InstanceMemory(self._clock)
         self._pool = ThreadPoolExecutor(max_workers=min(MAX_REGION_WORKERS, len(self.regions)),
                                         thread_name_prefix=f"{self.name}-region")
 
@@ -184,7 +187,9 @@ class RegionalCompute(Compute):
 
     def _launch(self, request: LaunchRequest) -> Instance:
         region = self._launch_region(request.offer)
-        instance = self._find_by_token(region, request.client_token)
+        token = request.client_token
+        instance = self._find_by_token(region, token) or next(iter(self.memory.unlisted(
+            region, (), lambda i: i.client_token == token)), None)
         if instance is None:
             try:
                 params = self._run_params(request, region)
@@ -201,6 +206,7 @@ class RegionalCompute(Compute):
                 instance = found
         with self._lock:
             self._region_of[instance.id] = region
+        self.memory.launched(instance, region)
         return instance
 
     def _terminate(self, instance_id: str) -> None:
@@ -209,6 +215,7 @@ class RegionalCompute(Compute):
         for region in [known] if known else self.regions:
             try:
                 self._terminate_in(region, instance_id)
+                self.memory.deleted(instance_id)
                 return
             except NotFoundError:
                 continue
@@ -221,7 +228,9 @@ class RegionalCompute(Compute):
                 raise result
             with self._lock:
                 self._region_of.update({i.id: region for i in result})
-            out.extend(result)
+            self.memory.listed(result, region)
+            out += result + self.memory.unlisted(region, [i.id for i in result],
+                                                 has_tags(tags or {}))
         return out
 
     # ----- checks -----------------------------------------------------------------------------

@@ -5,7 +5,6 @@ tokens and ownership tags.
 - :mod:`.client`: SDK calls only (credentials, endpoints, paging, tenacity retries, error codes).
 - :mod:`.translate`: pure API dicts → offers, prices, instances.
 - :mod:`.launch`: pure launch request → ``RunInstances`` parameters and user data.
-- :mod:`.tracking`: what the adapter remembers of instances ECS no longer lists.
 - :mod:`.cache`: named TTLs. :mod:`.settings`: the config model.
 - :mod:`.provider`: :class:`AliyunProvider` on :mod:`providers.regional`.
 """

@@ -18,10 +18,3 @@ SPOT_ADVICE_TTL_S = 3600.0
 # The current spot price is the latest DescribeSpotPriceHistory record of the last 3 hours:
 # the API's own default window, and ECS writes a record per zone at least hourly.
 CURRENT_SPOT_WINDOW_S = 3 * 3600.0
-# ECS drops a released instance from DescribeInstances at once (EC2 keeps terminated ones for
-# about an hour). The adapter reports instances it knew and no longer sees as terminated for
-# this long, so reconciliation can tell "released" from "never existed".
-RELEASED_INSTANCE_MEMORY_S = 3600.0
-# A just-launched instance may take a moment to show in DescribeInstances; until then (at most
-# this long) it is reported pending rather than gone.
-LAUNCH_VISIBILITY_GRACE_S = 120.0

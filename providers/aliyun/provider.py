@@ -2,7 +2,7 @@
 base fans out over regions and launches by client token; this module answers per region).
 
 It composes :mod:`.client` (SDK calls) with :mod:`.translate`/:mod:`.launch` (pure), the TTLs
-of :mod:`.cache` and the instance memory of :mod:`.tracking`. Per poll and region:
+of :mod:`.cache`. Per poll and region:
 
 - the region exists (``DescribeRegions``, cached 24 h);
 - GPU instance types (``DescribeInstanceTypes``, 24 h);
@@ -25,12 +25,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.models import Instance, Market, Offer, OfferKey, PriceObservation
+from core.models import Instance, InstanceState, Market, Offer, OfferKey, PriceObservation
 from providers.aliyun import cache, instances, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
 from providers.aliyun.settings import AliyunSettings
-from providers.aliyun.tracking import InstanceTracker
 from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
@@ -52,9 +51,9 @@ class AliyunProvider(RegionalCompute, Checked):
     ``max_attempts`` tries on throttling). With ``launch`` configured, zones without a vSwitch
     are neither offered nor launched in. Launch is ``RunInstances`` with ``ClientToken`` (also
     recorded as a tag, which ECS lets us look up); terminate is ``DeleteInstance`` with
-    ``Force``; describe adds what :mod:`.tracking` remembers: a ``Recycling`` spot instance's
-    notice (action five minutes after it was first seen so) and, for an hour, instances ECS
-    released and no longer lists.
+    ``Force``. A ``Recycling`` spot instance carries a notice (action five minutes after it was
+    first listed so); describe adds, for an hour, instances ECS released and no longer lists
+    (:mod:`providers.regional_instances`).
     """
 
     name = PROVIDER
@@ -86,7 +85,6 @@ class AliyunProvider(RegionalCompute, Checked):
             "spot advice", cache.SPOT_ADVICE_TTL_S)
         self._native: dict[OfferKey, translate.NativePrice] = {}
         self._logged_rates: set[str] = set()
-        self.tracker = InstanceTracker(self._clock)
 
     def native_price(self, key: OfferKey) -> translate.NativePrice | None:
         """The price behind the last offer listed for ``key`` as ECS stated it (amount,
@@ -257,22 +255,17 @@ class AliyunProvider(RegionalCompute, Checked):
         out: list[Instance] = []
         for raw in self.client.iter_instances(region, tags, instance_ids):
             try:
-                notice = self.tracker.notice_for(str(raw.get("InstanceId")),
-                                                 instances.is_recycling(raw))
-                instance = instances.instance_from_api(
-                    raw, region, client_token_tag=launching.CLIENT_TOKEN_TAG, notice=notice)
+                since = self.memory.flagged_since(str(raw.get("InstanceId")),
+                                                  instances.is_recycling(raw))
+                out.append(instances.instance_from_api(
+                    raw, region, client_token_tag=launching.CLIENT_TOKEN_TAG,
+                    notice=instances.recycling_notice(since, self._clock()) if since else None))
             except ValueError as exc:
                 log.warning("aliyun describe %s: skipping an instance: %s", region, exc)
-                continue
-            self.tracker.listed(instance, region)
-            out.append(instance)
-        if instance_ids is None:
-            out += self.tracker.unlisted(region, tags, [i.id for i in out])
         return out
 
     def _find_by_token(self, region: str, client_token: str) -> Instance | None:
-        """The instance launched with ``client_token`` (its tag), in whatever state, including
-        one launched a moment ago and not listed yet (remembered by the tracker)."""
+        """The listed instance launched with ``client_token`` (its tag), in whatever state."""
         return next((i for i in self._region_instances(
             region, {launching.CLIENT_TOKEN_TAG: client_token}) if i.client_token == client_token),
             None)
@@ -287,17 +280,17 @@ class AliyunProvider(RegionalCompute, Checked):
 
     def _run_instance(self, request: LaunchRequest, region: str,
                       params: dict[str, Any]) -> Instance:
+        """The new instance as listed, else (ECS lists it a moment later) ``pending``."""
         instance_id = self.client.run_instance(region, params)
         listed = self._region_instances(region, {}, instance_ids=[instance_id])
-        if listed:
-            return listed[0]
-        token = request.client_token
-        return self.tracker.launched(instance_id, request.offer.key, token,
-                                     {**request.tags, launching.CLIENT_TOKEN_TAG: token}, region)
+        return listed[0] if listed else Instance(
+            id=instance_id, provider=PROVIDER, offer=request.offer.key,
+            client_token=request.client_token, state=InstanceState.PENDING,
+            launched_at=self._clock(),
+            tags={**request.tags, launching.CLIENT_TOKEN_TAG: request.client_token})
 
     def _terminate_in(self, region: str, instance_id: str) -> None:
         self.client.delete_instance(region, instance_id)
-        self.tracker.deleted(instance_id)
 
     def _run_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
         cfg = self.settings.launch
