@@ -1,16 +1,22 @@
-"""A small thread-safe TTL cache shared by the cloud adapters (dstack's ``ComputeTTLCache``,
-Karpenter's ``pkg/cache``). Each adapter names its TTLs, with their reasons, in its own
-``cache.py``. A cache that cannot be refreshed keeps serving its last good value (Karpenter's
+"""The caches the cloud adapters share: :class:`TTLCache`, a small thread-safe map
+(dstack's ``ComputeTTLCache``, Karpenter's ``pkg/cache``), and :class:`CachedFile`, a file
+downloaded by URL and kept on disk. Each adapter names its TTLs, with their reasons, beside
+their use. A cache that cannot be refreshed keeps serving its last good value (Karpenter's
 pricing keeps the old prices on error).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Generic, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import httpx
 
 from providers.errors import ProviderError
 
@@ -18,6 +24,8 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+# A downloaded file is at most a few MB; a slow host must not hold the poller for long.
+FETCH_TIMEOUT_S = 20.0
 
 
 class TTLCache(Generic[K, V]):
@@ -85,3 +93,97 @@ class TTLCache(Generic[K, V]):
             return stale
         self.put(key, value)
         return value
+
+
+class CachedFile(Generic[V]):
+    """A file fetched from ``url``, kept at ``cache_path`` and read through ``parse``.
+
+    - **name**: used in log lines (e.g. ``"spot advisor"``).
+    - **url**: ``https://…`` (fetched with httpx) or ``file://…`` (read directly: offline
+      installs, tests); either way the body is copied to ``cache_path`` (parent created).
+    - **parse**: body bytes → value; raises ``ValueError`` when the body is not the expected
+      file, which is then never cached.
+    - **max_age_s**: refetch when the cached copy is older (seconds, by file mtime).
+    - **retry_s**: after a failed fetch, wait this long before trying again; the stale copy
+      (or, with none, no value) is used meanwhile.
+    - **clock**: wall-clock seconds (injectable for tests).
+
+    Thread-safe. :meth:`value` and :meth:`refresh` may block on one download
+    (:data:`FETCH_TIMEOUT_S`) and never raise for network or format problems (they are logged).
+    """
+
+    def __init__(self, name: str, url: str, cache_path: Path, parse: Callable[[bytes], V], *,
+                 max_age_s: float, retry_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.name, self.url, self.cache_path = name, url, Path(cache_path)
+        self.max_age_s, self.retry_s = max_age_s, retry_s
+        self._parse, self._clock = parse, clock
+        self._lock = threading.Lock()
+        self._value: V | None = None
+        self._loaded_mtime: float | None = None
+        self._last_failure_at: float | None = None
+
+    def cache_age_s(self) -> float | None:
+        """Seconds since the cached file was written, or None when there is none."""
+        try:
+            return max(0.0, self._clock() - self.cache_path.stat().st_mtime)
+        except OSError:
+            return None
+
+    def value(self) -> V | None:
+        """The parsed cached file, fetched first when stale; None when there is none."""
+        with self._lock:
+            age = self.cache_age_s()
+            may_retry = (self._last_failure_at is None
+                         or self._clock() - self._last_failure_at >= self.retry_s)
+            if (age is None or age >= self.max_age_s) and may_retry:
+                self._fetch()
+            try:
+                mtime = self.cache_path.stat().st_mtime
+            except OSError:
+                return self._value
+            if self._value is None or mtime != self._loaded_mtime:
+                self._read_cache()
+            return self._value
+
+    def refresh(self) -> bool:
+        """Fetch now, whatever the cache age. Returns whether a fresh copy was stored."""
+        with self._lock:
+            ok = self._fetch()
+            if ok:
+                self._read_cache()
+            return ok
+
+    # ----- internals (hold self._lock) -------------------------------------------------------
+    def _read_cache(self) -> None:
+        try:
+            mtime = self.cache_path.stat().st_mtime
+            self._value = self._parse(self.cache_path.read_bytes())
+            self._loaded_mtime = mtime
+        except (OSError, ValueError) as exc:
+            log.warning("%s cache %s unreadable (%s)", self.name, self.cache_path, exc)
+
+    def _download(self) -> bytes:
+        parts = urlsplit(self.url)
+        if parts.scheme == "file":
+            return Path(unquote(parts.path)).read_bytes()
+        answer = httpx.get(self.url, timeout=FETCH_TIMEOUT_S, follow_redirects=True)
+        answer.raise_for_status()
+        return answer.content
+
+    def _fetch(self) -> bool:
+        try:
+            body = self._download()
+            self._parse(body)  # refuse to cache something that is not the file
+        except (OSError, httpx.HTTPError, ValueError) as exc:
+            self._last_failure_at = self._clock()
+            kept = "keeping the cached copy" if self.cache_path.exists() else "nothing cached"
+            log.warning("%s fetch from %s failed (%s: %s); %s", self.name, self.url,
+                        type(exc).__name__, str(exc)[:200], kept)
+            return False
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_path.with_name(self.cache_path.name + ".tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, self.cache_path)
+        self._last_failure_at = None
+        return True

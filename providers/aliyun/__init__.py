@@ -5,7 +5,7 @@ tokens and ownership tags.
 - :mod:`.client`: SDK calls only (credentials, endpoints, paging, tenacity retries, error codes).
 - :mod:`.translate`: pure API dicts → offers, prices, instances.
 - :mod:`.launch`: pure launch request → ``RunInstances`` parameters and user data.
-- :mod:`.cache`: named TTLs. :mod:`.settings`: the config model.
+- :mod:`.settings`: the config model.
 - :mod:`.provider`: :class:`AliyunProvider` on :mod:`providers.regional`.
 """
 

@@ -1,8 +1,8 @@
 """``AliyunProvider``: Alibaba Cloud ECS as a :class:`providers.regional.RegionalCompute` (the
 base fans out over regions and launches by client token; this module answers per region).
 
-It composes :mod:`.client` (SDK calls) with :mod:`.translate`/:mod:`.launch` (pure), the TTLs
-of :mod:`.cache`. Per poll and region:
+It composes :mod:`.client` (SDK calls) with :mod:`.translate`/:mod:`.launch` (pure) and the
+TTLs below. Per poll and region:
 
 - the region exists (``DescribeRegions``, cached 24 h);
 - GPU instance types (``DescribeInstanceTypes``, 24 h);
@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.models import Instance, InstanceState, Market, Offer, OfferKey, PriceObservation
-from providers.aliyun import cache, instances, translate
+from providers.aliyun import instances, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
 from providers.aliyun.settings import AliyunSettings
@@ -38,6 +38,22 @@ from providers.regional_api import ListPrices, latest_prices, list_price_observa
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"
+# TTLs of the caches (seconds). The region list changes when Alibaba opens a region: a day
+# keeps DescribeRegions to one call.
+REGIONS_TTL_S = 24 * 3600.0
+# GPU instance types' hardware never changes; new types appear a few times a year.
+INSTANCE_TYPES_TTL_S = 24 * 3600.0
+# Stock (DescribeAvailableResource) moves within minutes; two calls per region (spot and
+# on-demand) every two minutes is cheap and keeps sold-out zones out of the offers.
+AVAILABLE_RESOURCES_TTL_S = 120.0
+# Pay-as-you-go list prices change a few times a year (as AWS's; Karpenter refreshes them
+# every 12 h). One DescribePrice per type and region.
+ON_DEMAND_PRICES_TTL_S = 12 * 3600.0
+# DescribeSpotAdvice rates are 30-day averages: refreshing hourly changes nothing that matters.
+SPOT_ADVICE_TTL_S = 3600.0
+# The current spot price is the latest DescribeSpotPriceHistory record of the last 3 hours:
+# the API's own default window, and ECS writes a record per zone at least hourly.
+CURRENT_SPOT_WINDOW_S = 3 * 3600.0
 
 
 class AliyunProvider(RegionalCompute, Checked):
@@ -74,15 +90,15 @@ class AliyunProvider(RegionalCompute, Checked):
         self.client: AliyunClient
         self.currencies = translate.Currencies(settings.default_currency,
                                                dict(settings.exchange_rates_usd))
-        self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", cache.REGIONS_TTL_S)
+        self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", REGIONS_TTL_S)
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
-            "instance types", cache.INSTANCE_TYPES_TTL_S)
+            "instance types", INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[tuple[str, Market], dict[str, tuple[str, ...]]] = TTLCache(
-            "available resources", cache.AVAILABLE_RESOURCES_TTL_S)
+            "available resources", AVAILABLE_RESOURCES_TTL_S)
         self._on_demand: TTLCache[str, ListPrices[tuple[float, str]]] = TTLCache(
-            "on-demand prices", cache.ON_DEMAND_PRICES_TTL_S)
+            "on-demand prices", ON_DEMAND_PRICES_TTL_S)
         self._advice: TTLCache[str, dict[tuple[str | None, str], float]] = TTLCache(
-            "spot advice", cache.SPOT_ADVICE_TTL_S)
+            "spot advice", SPOT_ADVICE_TTL_S)
         self._native: dict[OfferKey, translate.NativePrice] = {}
         self._logged_rates: set[str] = set()
 
@@ -197,7 +213,7 @@ class AliyunProvider(RegionalCompute, Checked):
         spot_types = sorted(zones.get(Market.SPOT, {}))
         now = self._clock()
         spot = latest_prices(self._spot_records(
-            region, spot_types, now - timedelta(seconds=cache.CURRENT_SPOT_WINDOW_S)))
+            region, spot_types, now - timedelta(seconds=CURRENT_SPOT_WINDOW_S)))
         risks = self._risks(region, spot_types) if spot_types else {}
         launch = self.settings.launch
         pairs, warnings = translate.build_offers(

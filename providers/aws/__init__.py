@@ -4,7 +4,7 @@ risk, spot/on-demand lifecycle with client tokens and ownership tags.
 - :mod:`.client`: boto3 calls only (pagination, adaptive retries, error-code mapping).
 - :mod:`.translate`: pure API dicts → offers, prices, instances.
 - :mod:`.launch`: pure launch request → ``run_instances`` arguments and user data.
-- :mod:`.advisor`: the Spot Advisor file (httpx + disk cache). :mod:`.cache`: named TTLs.
+- :mod:`.advisor`: the Spot Advisor file (a :class:`providers.cache.CachedFile`).
 - :mod:`.provider`: :class:`AwsProvider` on :mod:`providers.regional`. :mod:`.settings`: its config.
 """
 

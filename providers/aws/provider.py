@@ -3,7 +3,7 @@
 client token; this module answers per region).
 
 It composes :mod:`.client` (boto3 calls) and :mod:`.translate`/:mod:`.launch` (pure), with the
-TTLs of :mod:`.cache`. Per poll and region:
+TTLs below. Per poll and region:
 
 - GPU instance types (``describe_instance_types``, cached 24 h) and the zones offering them
   (``describe_instance_type_offerings``, 1 h);
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models import Instance, Market, Offer, PriceObservation
-from providers.aws import cache, instances, translate
+from providers.aws import instances, translate
 from providers.aws import launch as launching
 from providers.aws.advisor import SpotAdvisor
 from providers.aws.client import AwsClient
@@ -38,6 +38,14 @@ from providers.regional_api import ListPrices, latest_prices, list_price_observa
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"
+# TTLs of the caches (seconds). GPU instance types' hardware never changes and new
+# types appear a few times a year: a day keeps describe_instance_types to ~10 pages/region/day.
+INSTANCE_TYPES_TTL_S = 24 * 3600.0
+# Which zones offer a type changes when AWS adds capacity to a zone: rare, but an hour is cheap
+# (one or two describe_instance_type_offerings pages per region).
+INSTANCE_TYPE_OFFERINGS_TTL_S = 3600.0
+# On-demand list prices change a few times a year; Karpenter refreshes them every 12 h.
+ON_DEMAND_PRICES_TTL_S = 12 * 3600.0
 
 
 class AwsProvider(RegionalCompute, Checked):
@@ -75,11 +83,11 @@ class AwsProvider(RegionalCompute, Checked):
         self.advisor = advisor or SpotAdvisor(
             settings.spot_advisor_url, Path(cache_dir) / _advisor_file_name(settings.spot_advisor_url))
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
-            "instance types", cache.INSTANCE_TYPES_TTL_S)
+            "instance types", INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[str, dict[str, tuple[str, ...]]] = TTLCache(
-            "instance type offerings", cache.INSTANCE_TYPE_OFFERINGS_TTL_S)
+            "instance type offerings", INSTANCE_TYPE_OFFERINGS_TTL_S)
         self._on_demand: TTLCache[str, ListPrices[float]] = TTLCache(
-            "on-demand prices", cache.ON_DEMAND_PRICES_TTL_S)
+            "on-demand prices", ON_DEMAND_PRICES_TTL_S)
 
     def check(self) -> list[CheckResult]:
         """Credentials and permissions, one cheap call each: per region

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.aws.advisor import SpotAdvisor
-from providers.aws.cache import SPOT_ADVISOR_RETRY_S
+from providers.aws.advisor import SPOT_ADVISOR_RETRY_S, SpotAdvisor
 from tests.contract.providers.aws.data import ADVISOR_FILE, needs_advisor
 
 pytestmark = needs_advisor
