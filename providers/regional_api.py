@@ -1,10 +1,12 @@
 """Pure pieces that the API clients and translations of region-based clouds share: request
 counting, log redaction, error-code tables, batching, tolerant parsing, timestamps, the
-hardware of a GPU instance type and the latest price per place. No I/O."""
+hardware of a GPU instance type, the latest price per place, and prices in other currencies
+than USD. No I/O."""
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -194,3 +196,63 @@ class GpuType:
                      memory_gib=self.memory_gib, market=market, price_usd_per_hour=price,
                      on_demand_price_usd_per_hour=on_demand, interruption_risk=risk,
                      observed_at=observed_at)
+
+
+def price_number(value: Any, field: str) -> float:
+    """An API's price field (a number or its text) as a finite float ≥ 0; ``ValueError``
+    naming ``field`` otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field} {value!r} is not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{field} {value!r} is not a price")
+    return number
+
+
+@dataclass(frozen=True)
+class Currencies:
+    """Converts prices to USD. ``default`` is the currency of answers that name none (an
+    account's); ``usd_per_unit`` maps a currency code to USD per one unit (USD is always 1)."""
+
+    default: str
+    usd_per_unit: Mapping[str, float]
+
+    def code(self, currency: str | None) -> str:
+        return (currency or self.default).upper()
+
+    def rate(self, currency: str | None) -> float:
+        """USD per one unit of ``currency``. Raises ``ValueError`` when no rate is configured."""
+        code = self.code(currency)
+        if code == "USD":
+            return 1.0
+        rate = self.usd_per_unit.get(code)
+        if rate is None:
+            raise ValueError(f"no exchange rate for {code}: add exchange_rates_usd: "
+                             f"{{{code}: <USD per 1 {code}>}}")
+        return rate
+
+    def to_usd(self, amount: float, currency: str | None) -> float:
+        return amount * self.rate(currency)
+
+    def usd_prices(self, prices: Mapping[str, tuple[float, str]]) -> dict[str, float]:
+        """key → USD of ``key → (amount, currency)``; keys without a rate are left out."""
+        out = {}
+        for key, (amount, currency) in prices.items():
+            try:
+                out[key] = self.to_usd(amount, currency)
+            except ValueError:
+                continue
+        return out
+
+
+@dataclass(frozen=True)
+class NativePrice:
+    """A price as the cloud stated it: ``price`` (and ``on_demand_price``) per hour in
+    ``currency``, converted at ``usd_per_unit``, observed at ``at`` (aware UTC)."""
+
+    price: float
+    currency: str
+    usd_per_unit: float
+    at: datetime
+    on_demand_price: float | None = None

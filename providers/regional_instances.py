@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.models import Instance, InstanceState
+from providers.base import LaunchRequest
 
 # A just-launched instance may take a moment to show in the cloud's listing; until then (at
 # most this long) it is reported pending rather than gone.
@@ -123,3 +124,12 @@ class InstanceMemory:
 def has_tags(tags: dict[str, str]) -> Callable[[Instance], bool]:
     """Selects instances carrying every tag of ``tags``."""
     return lambda instance: all(instance.tags.get(k) == v for k, v in tags.items())
+
+
+def pending_instance(instance_id: str, request: LaunchRequest, launched_at: datetime,
+                     extra_tags: dict[str, str]) -> Instance:
+    """The instance a launch call just made for ``request``, before the cloud lists it:
+    ``pending``, tagged with the request's tags and ``extra_tags``."""
+    return Instance(id=instance_id, provider=request.offer.provider, offer=request.offer.key,
+                    client_token=request.client_token, state=InstanceState.PENDING,
+                    launched_at=launched_at, tags={**request.tags, **extra_tags})

@@ -23,17 +23,8 @@ from urllib.parse import urlsplit
 from aliyunsdkcore.acs_exception.exceptions import ClientException, ServerException
 from aliyunsdkcore.auth.credentials import EcsRamRoleCredential, StsTokenCredential
 from aliyunsdkcore.client import AcsClient
-from aliyunsdkecs.request.v20140526 import (
-    DeleteInstanceRequest,
-    DescribeAvailableResourceRequest,
-    DescribeInstancesRequest,
-    DescribeInstanceTypesRequest,
-    DescribePriceRequest,
-    DescribeRegionsRequest,
-    DescribeSpotAdviceRequest,
-    DescribeSpotPriceHistoryRequest,
-    RunInstancesRequest,
-)
+from aliyunsdkcore.request import RpcRequest
+from aliyunsdkecs.endpoint import endpoint_data
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -62,20 +53,17 @@ OS_TYPE = "linux"
 ACCESS_KEY_ENV = (("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
                   ("ALIYUN_ACCESS_KEY_ID", "ALIYUN_ACCESS_KEY_SECRET"))
 SECURITY_TOKEN_ENV = "ALIBABA_CLOUD_SECURITY_TOKEN"
-
-REQUESTS: dict[str, Callable[[], Any]] = {
-    "DescribeRegions": DescribeRegionsRequest.DescribeRegionsRequest,
-    "DescribeInstanceTypes": DescribeInstanceTypesRequest.DescribeInstanceTypesRequest,
-    "DescribeAvailableResource": DescribeAvailableResourceRequest.DescribeAvailableResourceRequest,
-    "DescribeSpotPriceHistory": DescribeSpotPriceHistoryRequest.DescribeSpotPriceHistoryRequest,
-    "DescribePrice": DescribePriceRequest.DescribePriceRequest,
-    "DescribeSpotAdvice": DescribeSpotAdviceRequest.DescribeSpotAdviceRequest,
-    "RunInstances": RunInstancesRequest.RunInstancesRequest,
-    "DeleteInstance": DeleteInstanceRequest.DeleteInstanceRequest,
-    "DescribeInstances": DescribeInstancesRequest.DescribeInstancesRequest,
-}
+ECS_API_VERSION = "2014-05-26"
 
 
+def ecs_request(action: str) -> RpcRequest:
+    """The SDK request of ECS ``action``, as aliyunsdkecs's per-action classes build it (a POST
+    with ECS's endpoint map and regional endpoints)."""
+    request = RpcRequest("Ecs", ECS_API_VERSION, action, "ecs")
+    request.set_method("POST")
+    request.endpoint_map = endpoint_data.getEndpointMap()
+    request.endpoint_regional = endpoint_data.getEndpointRegional()
+    return request
 
 
 # SDK records that would print request parameters or URLs are dropped: ``UserData`` (the
@@ -181,7 +169,7 @@ class AliyunClient:
         raise AssertionError("unreachable")  # pragma: no cover (reraise=True)
 
     def _call_once(self, region: str, action: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        request = REQUESTS[action]()
+        request = ecs_request(action)
         request.add_query_param("RegionId", region)
         for key, value in params.items():
             if value is not None:

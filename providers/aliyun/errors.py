@@ -20,8 +20,7 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
-from providers.regional_api import ErrorTable
-from providers.regional_api import error_class as classify
+from providers.regional_api import ErrorTable, error_class
 
 PROVIDER = "aliyun"
 ERRORS: ErrorTable = (
@@ -50,12 +49,6 @@ _SILENT_MESSAGE_CODES = frozenset({"SignatureDoesNotMatch", "IncompleteSignature
 _MESSAGE_MAX = 400
 
 
-def error_class(code: str, http_status: int = 0) -> type[ProviderError]:
-    """The :mod:`providers.errors` class for an ECS (or SDK) error ``code`` (see the module
-    docstring); HTTP ≥ 500 with an unknown code is transient."""
-    return classify(ERRORS, code, http_status)
-
-
 def map_error(exc: Exception, action: str, region: str) -> ProviderError:
     """Translate an SDK exception into the :mod:`providers.errors` tree. ``action`` is the ECS
     action (``RunInstances``), ``region`` where it was called."""
@@ -69,11 +62,12 @@ def map_error(exc: Exception, action: str, region: str) -> ProviderError:
         text = f"{where}: {code}: {message[:_MESSAGE_MAX]}".rstrip(": ")
         if status:
             text += f" (HTTP {status})"
-        return error_class(code, status)(text, provider=PROVIDER, code=code)
+        return error_class(ERRORS, code, status)(text, provider=PROVIDER, code=code)
     if isinstance(exc, ClientException):
         code = str(exc.get_error_code() or "SDK.Unknown")
         detail = ("cannot reach the endpoint" if code == "SDK.HttpError"
                   else str(exc.get_error_msg() or "")[:_MESSAGE_MAX])
-        return error_class(code)(f"{where}: {code}: {detail}", provider=PROVIDER, code=code)
+        return error_class(ERRORS, code)(f"{where}: {code}: {detail}", provider=PROVIDER,
+                                         code=code)
     return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
                          provider=PROVIDER, code=type(exc).__name__)

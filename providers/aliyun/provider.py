@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.models import Instance, InstanceState, Market, Offer, OfferKey, PriceObservation
+from core.models import Instance, Market, Offer, OfferKey, PriceObservation
 from providers.aliyun import instances, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
@@ -34,7 +34,14 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import AuthError, ProviderError, TransientError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_prices, list_price_observations
+from providers.regional_api import (
+    Currencies,
+    ListPrices,
+    NativePrice,
+    latest_prices,
+    list_price_observations,
+)
+from providers.regional_instances import pending_instance
 
 log = logging.getLogger(__name__)
 PROVIDER = "aliyun"
@@ -88,7 +95,7 @@ class AliyunProvider(RegionalCompute, Checked):
             retry_max_wait_s=settings.retry_max_wait_s), clock=clock)
         self.settings: AliyunSettings = settings
         self.client: AliyunClient
-        self.currencies = translate.Currencies(settings.default_currency,
+        self.currencies = Currencies(settings.default_currency,
                                                dict(settings.exchange_rates_usd))
         self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", REGIONS_TTL_S)
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
@@ -99,10 +106,10 @@ class AliyunProvider(RegionalCompute, Checked):
             "on-demand prices", ON_DEMAND_PRICES_TTL_S)
         self._advice: TTLCache[str, dict[tuple[str | None, str], float]] = TTLCache(
             "spot advice", SPOT_ADVICE_TTL_S)
-        self._native: dict[OfferKey, translate.NativePrice] = {}
+        self._native: dict[OfferKey, NativePrice] = {}
         self._logged_rates: set[str] = set()
 
-    def native_price(self, key: OfferKey) -> translate.NativePrice | None:
+    def native_price(self, key: OfferKey) -> NativePrice | None:
         """The price behind the last offer listed for ``key`` as ECS stated it (amount,
         currency, the USD rate used, when), or None when no such offer was listed."""
         with self._lock:
@@ -114,14 +121,8 @@ class AliyunProvider(RegionalCompute, Checked):
         ``DescribeInstances``. Never raises."""
         rows = [self._credentials_row(
             "none: set ALIBABA_CLOUD_ACCESS_KEY_ID/_SECRET or ecs_ram_role")]
-        try:
-            known = {r.get("RegionId") for r in self.client.describe_regions(self.regions[0])}
-            missing = [r for r in self.regions if r not in known]
-            rows.append(CheckResult(PROVIDER, "-", "DescribeRegions", not missing,
-                                    f"unknown region(s) {missing}" if missing else "ok"))
-        except ProviderError as exc:
-            rows.append(CheckResult(PROVIDER, "-", "DescribeRegions", False,
-                                    f"{type(exc).__name__}: {exc}"))
+        rows.append(self._check_row("-", "DescribeRegions",
+                                    lambda: self._check_regions(self.regions, fresh=True)))
         probes: dict[str, Callable[[str], Any]] = {
             "DescribeAvailableResource": lambda r: self.client.available_zones(r, spot=True),
             "DescribeInstances": lambda r: self.client.call(r, "DescribeInstances",
@@ -131,11 +132,16 @@ class AliyunProvider(RegionalCompute, Checked):
                        for region in self.regions for label, probe in probes.items()]
 
     # ----- cached lookups --------------------------------------------------------------------
-    def _check_region(self, region: str) -> None:
-        known = self._region_ids.get_or_load("all", lambda: frozenset(
-            str(r.get("RegionId")) for r in self.client.describe_regions(self.regions[0])))
-        if region not in known:
-            raise ProviderError(f"aliyun region {region} is not in DescribeRegions "
+    def _check_regions(self, regions: list[str], fresh: bool = False) -> None:
+        """Raises ``UnknownRegion`` naming the regions DescribeRegions does not list (its
+        cached answer unless ``fresh``)."""
+        def load() -> frozenset[str]:
+            return frozenset(str(r.get("RegionId"))
+                             for r in self.client.describe_regions(self.regions[0]))
+        known = load() if fresh else self._region_ids.get_or_load("all", load)
+        unknown = [r for r in regions if r not in known]
+        if unknown:
+            raise ProviderError(f"aliyun region {', '.join(unknown)} is not in DescribeRegions "
                                 f"({', '.join(sorted(known)) or 'none'})", provider=PROVIDER,
                                 code="UnknownRegion")
 
@@ -204,7 +210,7 @@ class AliyunProvider(RegionalCompute, Checked):
 
     # ----- per region: offers and prices -----------------------------------------------------
     def _region_offers(self, region: str) -> list[Offer]:
-        self._check_region(region)
+        self._check_regions([region])
         zones = {m: self._market_zones(region, m) for m in self.settings.markets}
         sold = self._sold(region)
         if not sold:
@@ -227,7 +233,7 @@ class AliyunProvider(RegionalCompute, Checked):
         self._log_conversion(region, [native for _, native in pairs])
         return [offer for offer, _ in pairs]
 
-    def _log_conversion(self, region: str, natives: list[translate.NativePrice]) -> None:
+    def _log_conversion(self, region: str, natives: list[NativePrice]) -> None:
         """Once per currency: which rate turned it into USD (the native prices stay in
         :meth:`native_price`); every poll at DEBUG."""
         for currency in sorted({n.currency for n in natives}):
@@ -246,7 +252,7 @@ class AliyunProvider(RegionalCompute, Checked):
 
     def _region_prices(self, region: str, start: datetime,
                        since: datetime | None) -> list[PriceObservation]:
-        self._check_region(region)
+        self._check_regions([region])
         sold = self._sold(region)
         if not sold:
             return []
@@ -261,7 +267,7 @@ class AliyunProvider(RegionalCompute, Checked):
             if since is None or on_demand.fetched_at > since:
                 observations += list_price_observations(
                     PROVIDER, region, self._market_zones(region, Market.ON_DEMAND),
-                    translate.usd_list_prices(on_demand.prices, self.currencies),
+                    self.currencies.usd_prices(on_demand.prices),
                     on_demand.fetched_at)
         return observations
 
@@ -299,11 +305,8 @@ class AliyunProvider(RegionalCompute, Checked):
         """The new instance as listed, else (ECS lists it a moment later) ``pending``."""
         instance_id = self.client.run_instance(region, params)
         listed = self._region_instances(region, {}, instance_ids=[instance_id])
-        return listed[0] if listed else Instance(
-            id=instance_id, provider=PROVIDER, offer=request.offer.key,
-            client_token=request.client_token, state=InstanceState.PENDING,
-            launched_at=self._clock(),
-            tags={**request.tags, launching.CLIENT_TOKEN_TAG: request.client_token})
+        return listed[0] if listed else pending_instance(
+            instance_id, request, self._clock(), {launching.CLIENT_TOKEN_TAG: request.client_token})
 
     def _terminate_in(self, region: str, instance_id: str) -> None:
         self.client.delete_instance(region, instance_id)

@@ -200,8 +200,3 @@ class AliyunSettings(RegionalSettings):
     def default_currency(self) -> str:
         """The currency of prices whose answer names none (the site's)."""
         return SITES[self.site]
-
-    def usd_rate(self, currency: str | None) -> float | None:
-        """USD per one unit of ``currency`` (None = the site's currency); None when unknown."""
-        code = (currency or self.default_currency).upper()
-        return 1.0 if code == "USD" else self.exchange_rates_usd.get(code)

@@ -20,8 +20,9 @@ Sources of each input (ECS API 2014-05-26 JSON answers, as documented in
 - ``AvailableSpotZone`` (``DescribeSpotAdvice``): ``InterruptionRate``, the average release
   rate of spot instances over the last 30 days in percent, and ``InterruptRateDesc``.
 
-Prices are converted to USD with :class:`Currencies` (``Offer`` and ``PriceObservation`` carry
-USD only); :class:`NativePrice` keeps what ECS said.
+Prices are converted to USD with :class:`providers.regional_api.Currencies` (``Offer`` and
+``PriceObservation`` carry USD only); a :class:`providers.regional_api.NativePrice` keeps what
+ECS said.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ from datetime import datetime
 from typing import Any
 
 from core.models import Market, Offer, PriceObservation
-from providers.regional_api import GpuType, aware_utc, parse_each, series
+from providers.regional_api import (
+    Currencies,
+    GpuType,
+    NativePrice,
+    aware_utc,
+    parse_each,
+    price_number,
+    series,
+)
 
 PROVIDER = "aliyun"
 # Per-GPU memory (GiB) by instance family, from Alibaba's "GPU-accelerated compute optimized
@@ -49,53 +58,6 @@ RISK_BY_RATE_DESC: dict[str, float] = {"0-3%": 0.015, "3-5%": 0.04, "5-10%": 0.0
                                        "10-100%": 0.25}
 AVAILABLE = "Available"
 IN_STOCK = frozenset({"WithStock", "ClosedWithStock"})
-# ----- currencies ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Currencies:
-    """Converts prices to USD. ``default`` is the currency of answers that name none (the
-    site's); ``usd_per_unit`` maps a currency code to USD per one unit (USD is always 1)."""
-
-    default: str
-    usd_per_unit: Mapping[str, float]
-
-    def code(self, currency: str | None) -> str:
-        return (currency or self.default).upper()
-
-    def rate(self, currency: str | None) -> float:
-        """USD per one unit of ``currency``. Raises ``ValueError`` when no rate is configured."""
-        code = self.code(currency)
-        if code == "USD":
-            return 1.0
-        rate = self.usd_per_unit.get(code)
-        if rate is None:
-            raise ValueError(f"no exchange rate for {code}: add exchange_rates_usd: "
-                             f"{{{code}: <USD per 1 {code}>}}")
-        return rate
-
-    def to_usd(self, amount: float, currency: str | None) -> float:
-        return amount * self.rate(currency)
-
-
-@dataclass(frozen=True)
-class NativePrice:
-    """A price as ECS stated it: ``price`` (and ``on_demand_price``) per hour in ``currency``,
-    converted at ``usd_per_unit``, observed at ``at`` (aware UTC)."""
-
-    price: float
-    currency: str
-    usd_per_unit: float
-    at: datetime
-    on_demand_price: float | None = None
-
-
-def _number(value: Any, field: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{field} {value!r} is not a number") from None
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{field} {value!r} is not a price")
-    return number
 
 
 # ----- instance types ------------------------------------------------------------------------
@@ -199,10 +161,10 @@ def spot_price(record: dict[str, Any], currency: str | None, region: str,
         raise ValueError(f"spot price record missing or bad field: {exc}") from None
     if not zone.startswith(region):
         raise ValueError(f"ZoneId {zone!r} is not in region {region}")
-    spot = _number(record.get("SpotPrice"), "SpotPrice")
+    spot = price_number(record.get("SpotPrice"), "SpotPrice")
     origin = record.get("OriginPrice")
     return SpotPrice(zone=zone, instance_type=itype, spot=spot,
-                     origin=None if origin in (None, "") else _number(origin, "OriginPrice"),
+                     origin=None if origin in (None, "") else price_number(origin, "OriginPrice"),
                      currency=currencies.code(currency), at=at)
 
 
@@ -220,7 +182,7 @@ def on_demand_price(price: dict[str, Any], currencies: Currencies) -> tuple[floa
     for field in ("OriginalPrice", "TradePrice"):
         value = price.get(field)
         if value not in (None, ""):
-            amount = _number(value, field)
+            amount = price_number(value, field)
             if amount > 0:
                 return amount, currencies.code(price.get("Currency"))
     raise ValueError("DescribePrice answer has no positive OriginalPrice or TradePrice")
@@ -351,15 +313,3 @@ def _offer(market: Market, zone: str, region: str, gpu: GpuType,
                          on_demand_price=od_native[0] if od_native else None)
     return gpu.offer(PROVIDER, region, zone, market, spot.spot * rate, od_usd, risk,
                      observed_at), native
-
-
-def usd_list_prices(prices: Mapping[str, tuple[float, str]],
-                    currencies: Currencies) -> dict[str, float]:
-    """type → USD/hour of ``DescribePrice`` list prices; types without a rate are left out."""
-    out = {}
-    for itype, (amount, currency) in prices.items():
-        try:
-            out[itype] = currencies.to_usd(amount, currency)
-        except ValueError:
-            continue
-    return out

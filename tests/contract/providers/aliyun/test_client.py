@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from providers.aliyun.client import AliyunClient
-from providers.aliyun.errors import error_class
+from providers.aliyun.errors import ERRORS
 from providers.errors import (
     AuthError,
     CapacityError,
@@ -21,6 +21,7 @@ from providers.errors import (
     QuotaError,
     TransientError,
 )
+from providers.regional_api import error_class
 from tests.contract.providers.aliyun.data import (
     GN6I,
     HISTORY_HOURS,
@@ -118,11 +119,11 @@ def test_error_codes_map_to_the_error_tree(fake_ecs: FakeEcs, aliyun_env, code, 
 
 
 def test_code_table() -> None:
-    assert error_class("Throttling.Api") is TransientError
-    assert error_class("SomethingNew", 502) is TransientError
-    assert error_class("Forbbiden") is AuthError  # the docs' own spelling
-    assert error_class("QuotaExceed.PostPaidInstance") is QuotaError
-    assert error_class("InvalidParameter") is ProviderError
+    assert error_class(ERRORS, "Throttling.Api") is TransientError
+    assert error_class(ERRORS, "SomethingNew", 502) is TransientError
+    assert error_class(ERRORS, "Forbbiden") is AuthError  # the docs' own spelling
+    assert error_class(ERRORS, "QuotaExceed.PostPaidInstance") is QuotaError
+    assert error_class(ERRORS, "InvalidParameter") is ProviderError
 
 
 def test_no_credentials_is_an_auth_error_without_a_request(fake_ecs: FakeEcs) -> None:

@@ -35,14 +35,14 @@ def test_the_documented_example_builds(tmp_path: Path) -> None:
     (provider,) = _build(entry, tmp_path)
     try:
         assert isinstance(provider, AliyunProvider) and provider.name == "aliyun"
-        assert provider.settings.usd_rate("CNY") == 0.1385 and provider.settings.usd_rate(None) == 0.1385
+        assert provider.currencies.rate("CNY") == 0.1385 and provider.currencies.rate(None) == 0.1385
         assert provider.settings.launch.spot_strategy == "SpotAsPriceGo"
         assert provider.settings.spot_duration_h == 1
         assert provider.agent_start_timeout_s == 900  # the same pip-install boot as on EC2
     finally:
         provider.close()
     assert AliyunConfig.model_validate({"kind": "aliyun", "regions": ["ap-southeast-1"]}
-                                       ).usd_rate(None) == 1.0  # international: USD
+                                       ).default_currency == "USD"  # international: USD
 
 
 @pytest.mark.parametrize("change, message", [

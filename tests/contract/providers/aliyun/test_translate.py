@@ -10,7 +10,7 @@ import pytest
 from core.models import InstanceState, Market
 from providers.aliyun import instances, translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
-from providers.regional_api import latest_prices
+from providers.regional_api import Currencies, latest_prices
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
     GN6I,
@@ -23,8 +23,8 @@ from tests.contract.providers.aliyun.data import (
     needs_examples,
 )
 
-CNY = translate.Currencies("CNY", {"CNY": CNY_TO_USD})
-USD = translate.Currencies("USD", {})
+CNY = Currencies("CNY", {"CNY": CNY_TO_USD})
+USD = Currencies("USD", {})
 AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
 
 
