@@ -130,6 +130,19 @@ class CachedFile(Generic[V]):
         except OSError:
             return None
 
+    def status(self) -> tuple[bool, str]:
+        """Whether a copy is cached (fetching one when none is), and a line saying how old it
+        is or that ``url`` is unreachable. Never raises."""
+        if self.cache_age_s() is None:
+            self.value()
+        age = self.cache_age_s()
+        if age is None:
+            return False, f"not cached and {self.url} unreachable"
+        text = (f"{age:.0f} s" if age < 120 else f"{age / 60:.0f} min" if age < 7200
+                else f"{age / 3600:.1f} h")
+        return True, (f"cache {self.cache_path} is {text} old (refreshed after "
+                      f"{self.max_age_s / 3600:.0f} h)")
+
     def value(self) -> V | None:
         """The parsed cached file, fetched first when stale; None when there is none."""
         with self._lock:

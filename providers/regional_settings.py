@@ -48,6 +48,19 @@ def images_shape(value: str | dict[str, str], check: Callable[[str], object],
     return value
 
 
+def id_map(value: dict[str, str], key_ok: Callable[[str], object], key_what: str, prefix: str,
+           what: str) -> dict[str, str]:
+    """A map place → resource id (zone → subnet, region → security group) when every key
+    passes ``key_ok`` and every id starts with ``prefix``; else ``ValueError`` naming the key
+    (``key_what``) or the id (``what``)."""
+    for key, item in value.items():
+        if not key_ok(key):
+            raise ValueError(f"{key!r} is not a {key_what}")
+        if not item.startswith(prefix):
+            raise ValueError(f"{key}: {item!r} is not a {what} ({prefix}…)")
+    return value
+
+
 class RegionalLaunchSettings(StrictModel):
     """The part of a ``launch:`` section every region-based cloud has.
 

@@ -19,7 +19,6 @@ currency); USD needs no rate. The native price and currency stay in the adapter'
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -27,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 from providers.regional_settings import (
     RegionalLaunchSettings,
     RegionalSettings,
+    id_map,
     images_shape,
     one_line,
 )
@@ -47,17 +47,6 @@ def zone_region(zone: str) -> str | None:
     if not match or not _REGION_RE.match(match.group("region")):
         return None
     return match.group("region")
-
-
-def _ids(value: dict[str, str], key_ok: Callable[[str], object], key_what: str, prefix: str,
-         what: str) -> dict[str, str]:
-    """``value`` when every key passes ``key_ok`` and every id starts with ``prefix``."""
-    for key, item in value.items():
-        if not key_ok(key):
-            raise ValueError(f"{key!r} is not a {key_what}")
-        if not item.startswith(prefix):
-            raise ValueError(f"{key}: {item!r} is not a {what} ({prefix}…)")
-    return value
 
 
 class AliyunLaunchSettings(RegionalLaunchSettings):
@@ -105,13 +94,13 @@ class AliyunLaunchSettings(RegionalLaunchSettings):
     @field_validator("vswitches")
     @classmethod
     def _vswitches_shape(cls, value: dict[str, str]) -> dict[str, str]:
-        return _ids(value, lambda z: zone_region(z) is not None, "zone id (e.g. cn-hangzhou-i)",
+        return id_map(value, lambda z: zone_region(z) is not None, "zone id (e.g. cn-hangzhou-i)",
                     "vsw-", "vSwitch id")
 
     @field_validator("security_groups")
     @classmethod
     def _groups_shape(cls, value: dict[str, str]) -> dict[str, str]:
-        return _ids(value, _REGION_RE.match, "region id (e.g. cn-hangzhou)", "sg-",
+        return id_map(value, _REGION_RE.match, "region id (e.g. cn-hangzhou)", "sg-",
                     "security group id")
 
     @field_validator("key_pair_name", "ram_role_name")

@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -42,6 +42,7 @@ from providers import errors
 from providers.regional_api import (
     ErrorTable,
     RequestCounter,
+    aware_utc,
     chunks,
     error_class,
     install_log_redaction,
@@ -138,15 +139,13 @@ def _shared_loader() -> Any:
 
 
 def fast_timestamp(value: str | float) -> datetime:
-    """botocore's timestamp parser, with a fast path for ISO-8601 (what EC2 sends): 50× faster
-    than dateutil, which dominated parsing of long spot price histories."""
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return parse_timestamp(value)
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return parse_timestamp(value)
+    """botocore's timestamp parser, with a fast path for ISO-8601 (what EC2 sends: aware UTC by
+    :func:`providers.regional_api.aware_utc`): 50× faster than dateutil, which dominated
+    parsing of long spot price histories."""
+    try:
+        return aware_utc(value) if isinstance(value, str) else parse_timestamp(value)
+    except ValueError:
+        return parse_timestamp(value)
 
 
 class AwsClient:
@@ -204,31 +203,38 @@ class AwsClient:
             return None
         return getattr(creds, "method", "unknown") if creds is not None else None
 
+    def _pages(self, region: str | None, operation: str, key: str, page_size: int,
+               **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every ``key`` item of ``operation``'s pages in ``region`` (None: the Price List
+        endpoint), ``page_size`` per page; empty ``Filters`` are left out. Raises mapped errors."""
+        client = self.ec2[region] if region else self.pricing
+        if not kwargs.get("Filters", True):
+            del kwargs["Filters"]
+        with aws_call(operation if region else f"pricing {operation}",
+                      region or self.pricing_region):
+            for page in client.get_paginator(operation).paginate(
+                    **kwargs, PaginationConfig={"PageSize": page_size}):
+                yield from page.get(key, [])
+
     # ----- offers and prices ----------------------------------------------------------------
     def iter_instance_types(self, region: str, patterns: list[str]) -> Iterator[dict[str, Any]]:
         """Every ``InstanceTypeInfo`` of ``region`` (``describe_instance_types``, paginated,
         100 per page), or only those matching ``patterns`` (``*`` wildcards) when given.
         Raises mapped errors."""
-        kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": INSTANCE_TYPES_PAGE}}
-        if patterns:
-            kwargs["Filters"] = [{"Name": "instance-type", "Values": patterns}]
-        with aws_call("describe_instance_types", region):
-            for page in self.ec2[region].get_paginator("describe_instance_types").paginate(**kwargs):
-                yield from page.get("InstanceTypes", [])
+        filters = [{"Name": "instance-type", "Values": patterns}] if patterns else []
+        yield from self._pages(region, "describe_instance_types", "InstanceTypes",
+                               INSTANCE_TYPES_PAGE, Filters=filters)
 
     def iter_type_offerings(self, region: str,
                             instance_types: Iterable[str]) -> Iterator[dict[str, Any]]:
         """``{"InstanceType", "Location"}`` per (type, availability zone) of ``region``
         (``describe_instance_type_offerings``, ``LocationType=availability-zone``, paginated).
         Raises mapped errors."""
-        paginator = self.ec2[region].get_paginator("describe_instance_type_offerings")
-        with aws_call("describe_instance_type_offerings", region):
-            for batch in chunks(instance_types, VALUES_PER_REQUEST):
-                for page in paginator.paginate(
-                        LocationType="availability-zone",
-                        Filters=[{"Name": "instance-type", "Values": batch}],
-                        PaginationConfig={"PageSize": OFFERINGS_PAGE}):
-                    yield from page.get("InstanceTypeOfferings", [])
+        for batch in chunks(instance_types, VALUES_PER_REQUEST):
+            yield from self._pages(region, "describe_instance_type_offerings",
+                                   "InstanceTypeOfferings", OFFERINGS_PAGE,
+                                   LocationType="availability-zone",
+                                   Filters=[{"Name": "instance-type", "Values": batch}])
 
     def iter_spot_prices(self, region: str, instance_types: Iterable[str], start: datetime,
                          end: datetime | None = None) -> Iterator[dict[str, Any]]:
@@ -237,18 +243,11 @@ class AwsClient:
         ``end`` None = now). As AWS documents, the answer also holds, per zone and type, the
         last change before ``start`` (the price in effect at ``start``), so ``start=now``
         gives the current price of every zone. Raises mapped errors."""
-        paginator = self.ec2[region].get_paginator("describe_spot_price_history")
-        with aws_call("describe_spot_price_history", region):
-            for batch in chunks(instance_types, VALUES_PER_REQUEST):
-                kwargs: dict[str, Any] = {
-                    "StartTime": start, "InstanceTypes": batch,
-                    "ProductDescriptions": [SPOT_PRODUCT_DESCRIPTION],
-                    "PaginationConfig": {"PageSize": SPOT_PRICES_PAGE},
-                }
-                if end is not None:
-                    kwargs["EndTime"] = end
-                for page in paginator.paginate(**kwargs):
-                    yield from page.get("SpotPriceHistory", [])
+        window: dict[str, Any] = {"StartTime": start} | ({"EndTime": end} if end else {})
+        for batch in chunks(instance_types, VALUES_PER_REQUEST):
+            yield from self._pages(region, "describe_spot_price_history", "SpotPriceHistory",
+                                   SPOT_PRICES_PAGE, InstanceTypes=batch,
+                                   ProductDescriptions=[SPOT_PRODUCT_DESCRIPTION], **window)
 
     def iter_price_list(self, region: str) -> Iterator[str]:
         """Price List product documents (JSON strings) of on-demand Linux EC2 instances in
@@ -258,12 +257,8 @@ class AwsClient:
         filters = [{"Type": "TERM_MATCH", "Field": field, "Value": value} for field, value in (
             ("regionCode", region), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
             ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
-        paginator = self.pricing.get_paginator("get_products")
-        with aws_call("pricing get_products", self.pricing_region):
-            for page in paginator.paginate(ServiceCode="AmazonEC2", Filters=filters,
-                                           FormatVersion="aws_v1",
-                                           PaginationConfig={"PageSize": PRICING_PAGE}):
-                yield from page.get("PriceList", [])
+        yield from self._pages(None, "get_products", "PriceList", PRICING_PAGE,
+                               ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1")
 
     # ----- instances ------------------------------------------------------------------------
     def run_instance(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -284,13 +279,9 @@ class AwsClient:
         """Every ``Instance`` dict of ``region`` matching ``filters`` (``describe_instances``,
         paginated; recently terminated instances included, as AWS keeps them ~1 h).
         Raises mapped errors."""
-        kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": INSTANCES_PAGE}}
-        if filters:
-            kwargs["Filters"] = filters
-        with aws_call("describe_instances", region):
-            for page in self.ec2[region].get_paginator("describe_instances").paginate(**kwargs):
-                for reservation in page.get("Reservations", []):
-                    yield from reservation.get("Instances", [])
+        for reservation in self._pages(region, "describe_instances", "Reservations",
+                                       INSTANCES_PAGE, Filters=filters):
+            yield from reservation.get("Instances", [])
 
     def spot_requests(self, region: str, instance_ids: list[str]) -> list[dict[str, Any]]:
         """``SpotInstanceRequest`` dicts of the given instances

@@ -29,7 +29,7 @@ from providers.aws import instances, translate
 from providers.aws import launch as launching
 from providers.aws.advisor import SpotAdvisor
 from providers.aws.client import AwsClient
-from providers.aws.settings import DEFAULT_SPOT_ADVISOR_URL, AwsSettings
+from providers.aws.settings import AwsSettings
 from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
@@ -80,8 +80,9 @@ class AwsProvider(RegionalCompute, Checked):
             profile=settings.profile, max_attempts=settings.max_attempts), clock=clock)
         self.settings: AwsSettings = settings
         self.client: AwsClient
-        self.advisor = advisor or SpotAdvisor(
-            settings.spot_advisor_url, Path(cache_dir) / _advisor_file_name(settings.spot_advisor_url))
+        url = settings.spot_advisor_url  # its cache file is named by the URL: entries differ
+        self.advisor = advisor or SpotAdvisor(url, Path(cache_dir) / (
+            f"spot-advisor-{hashlib.sha256(url.encode()).hexdigest()[:10]}.json"))
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
             "instance types", INSTANCE_TYPES_TTL_S)
         self._zones: TTLCache[str, dict[str, tuple[str, ...]]] = TTLCache(
@@ -100,16 +101,7 @@ class AwsProvider(RegionalCompute, Checked):
                  for region in self.regions for op in operations]
         rows.append(self._check_row(self.settings.pricing_region, "pricing:GetProducts",
                                     lambda: self.client.probe(self.regions[0], "get_products")))
-        age = self.advisor.cache_age_s()
-        if age is None:
-            self.advisor.risks(self.regions[0])  # fetch it now
-            age = self.advisor.cache_age_s()
-        rows.append(CheckResult(
-            PROVIDER, "-", "spot advisor", age is not None,
-            f"cache {self.advisor.cache_path} is {_age_text(age)} old (refreshed after "
-            f"{self.advisor.max_age_s / 3600:.0f} h)" if age is not None
-            else f"not cached and {self.advisor.url} unreachable"))
-        return rows
+        return [*rows, CheckResult(PROVIDER, "-", "spot advisor", *self.advisor.status())]
 
     # ----- cached lookups --------------------------------------------------------------------
     def _gpu_types(self, region: str) -> dict[str, translate.GpuInstanceType]:
@@ -228,18 +220,3 @@ class AwsProvider(RegionalCompute, Checked):
             security_group_ids=cfg.security_group_ids, key_name=cfg.key_name,
             iam_instance_profile=cfg.iam_instance_profile)
 
-
-def _advisor_file_name(url: str) -> str:
-    """``spot-advisor-data.json`` for AWS's URL, else a name keyed by the URL's hash (two
-    entries with different URLs must not share a cache file)."""
-    if url == DEFAULT_SPOT_ADVISOR_URL:
-        return "spot-advisor-data.json"
-    return f"spot-advisor-{hashlib.sha256(url.encode()).hexdigest()[:10]}.json"
-
-
-def _age_text(age_s: float) -> str:
-    if age_s < 120:
-        return f"{age_s:.0f} s"
-    if age_s < 7200:
-        return f"{age_s / 60:.0f} min"
-    return f"{age_s / 3600:.1f} h"

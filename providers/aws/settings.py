@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from providers.regional_settings import (
     RegionalLaunchSettings,
     RegionalSettings,
+    id_map,
     images_shape,
 )
 
@@ -72,11 +73,8 @@ class AwsLaunchSettings(RegionalLaunchSettings):
     @field_validator("subnets")
     @classmethod
     def _subnets_shape(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [z for z in value if zone_region(z) is None]
-        if bad:
-            raise ValueError(f"{bad} are not availability zone names (e.g. us-east-1a)")
-        _prefixed(list(value.values()), ("subnet-",), "subnet ids (subnet-…)")
-        return value
+        return id_map(value, zone_region, "availability zone name (e.g. us-east-1a)", "subnet-",
+                      "subnet id")
 
     @field_validator("security_group_ids")
     @classmethod

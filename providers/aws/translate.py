@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from core.models import Market, Offer, PriceObservation
-from providers.regional_api import GpuType, aware_utc, parse_each, series
+from providers.regional_api import GpuType, aware_utc, parse_each, price_number, series
 
 PROVIDER = "aws"
 MIB_PER_GIB = 1024.0
@@ -109,7 +109,7 @@ def spot_price(record: dict[str, Any], region: str) -> SpotPrice:
     when the record is not a Linux/UNIX price of a zone of ``region`` with a finite price ≥ 0."""
     try:
         zone, itype = record["AvailabilityZone"], record["InstanceType"]
-        price = float(record["SpotPrice"])
+        price = price_number(record["SpotPrice"], "SpotPrice")
         at = aware_utc(record["Timestamp"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"spot price record missing or bad field: {exc}") from None
@@ -118,8 +118,6 @@ def spot_price(record: dict[str, Any], region: str) -> SpotPrice:
                          f"{SPOT_PRODUCT_DESCRIPTION!r}")
     if not zone.startswith(region):
         raise ValueError(f"AvailabilityZone {zone!r} is not in region {region}")
-    if not math.isfinite(price) or price < 0:
-        raise ValueError(f"SpotPrice {record['SpotPrice']!r} is not a price")
     return SpotPrice(zone=zone, instance_type=itype, price_usd_per_hour=price, at=at)
 
 
@@ -186,18 +184,11 @@ def on_demand_prices(items: Iterable[str | dict[str, Any]],
     ``instance_types`` when given. When a type appears twice the lower price is kept. Returns
     (prices, number of documents skipped as malformed)."""
     wanted = set(instance_types) if instance_types is not None else None
+    found, skipped = parse_each(items, on_demand_price)
     prices: dict[str, float] = {}
-    skipped = 0
-    for item in items:
-        try:
-            found = on_demand_price(item)
-        except ValueError:
-            skipped += 1
-            continue
-        if found is None or (wanted is not None and found[0] not in wanted):
-            continue
-        itype, usd = found
-        prices[itype] = min(usd, prices.get(itype, usd))
+    for itype, usd in found:
+        if wanted is None or itype in wanted:
+            prices[itype] = min(usd, prices.get(itype, usd))
     return prices, skipped
 
 
