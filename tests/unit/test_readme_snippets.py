@@ -313,3 +313,16 @@ def test_the_market_checker_loads_a_market_and_refuses_a_bad_one(tmp_path):
     with pytest.raises(MarketError, match="offers"):
         _check_market("name: x\noffers: [{provider: aws}]\n", tmp_path)
     assert not list((REPO_ROOT / "examples").glob(".readme-snippet-*"))
+
+
+def test_ci_runs_exactly_the_quick_starts_setup_and_test_commands():
+    quick_start = next(b for b in COMMAND_BLOCKS if "# 3. the tests" in b.text)
+    steps = [line.split("#")[0].strip() for line in quick_start.text.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    setup, tests = steps[0], steps[-1]
+    ci = [line.strip() for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip().startswith("python3 -m p")]
+    assert ci[-1] == tests, f".ci/run ends with {ci[-1]!r}, the README's test step is {tests!r}"
+    assert any(line.startswith("python3 -m pip install") and "-c constraints.txt" in line
+               and "-e '.[test]'" in line for line in ci), ci
+    assert setup.startswith("python3 -m pip install -c constraints.txt")
