@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from core.models import Market, Offer, OfferKey, PriceObservation
 from providers.errors import ProviderError, TransientError
 
+_log = logging.getLogger(__name__)
 T = TypeVar("T")
 V = TypeVar("V")
 
@@ -256,3 +257,36 @@ class NativePrice:
     usd_per_unit: float
     at: datetime
     on_demand_price: float | None = None
+
+
+class NativePrices:
+    """The prices behind a cloud's latest offers as the cloud stated them, by offer key (for
+    clouds that answer in a currency other than USD). Thread-safe. Logs, once per currency at
+    INFO and on later polls at DEBUG, which rate turned a region's prices into USD."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self._lock = threading.Lock()
+        self._by_key: dict[OfferKey, NativePrice] = {}
+        self._logged: set[str] = set()
+
+    def get(self, key: OfferKey) -> NativePrice | None:
+        """The price behind the last offer listed for ``key``, or None when none was."""
+        with self._lock:
+            return self._by_key.get(key)
+
+    def record(self, region: str, pairs: Iterable[tuple[Offer, NativePrice]]) -> list[Offer]:
+        """Remember each offer's native price; returns the offers."""
+        pairs = list(pairs)
+        with self._lock:
+            self._by_key.update({offer.key: native for offer, native in pairs})
+        natives = [native for _, native in pairs]
+        for currency in sorted({n.currency for n in natives}):
+            same = [n for n in natives if n.currency == currency]
+            with self._lock:
+                first = currency not in self._logged
+                self._logged.add(currency)
+            (_log.info if first and currency != "USD" else _log.debug)(
+                "%s %s: %d offer prices in %s, converted to USD at %s USD/%s", self.provider,
+                region, len(same), currency, same[0].usd_per_unit, currency)
+        return [offer for offer, _ in pairs]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from core.models import Market, Offer
 from providers import bootstrap
-from providers.bootstrap import AGENT_BASE_DIR, env_file_text  # noqa: F401 (re-exported)
 
 # Tag rules of ECS: keys 1-128 characters, values up to 128, neither starting with "aliyun" or
 # "acs:", no "http://" or "https://"; at most 20 tags per instance.
@@ -106,20 +106,15 @@ def run_instances_params(*, offer: Offer, client_token: str, tags: Mapping[str, 
     return params
 
 
-def render_user_data(agent_env: Mapping[str, str], *, pip_spec: str, venv: str | None,
-                     metadata_url: str = METADATA_URL, base_dir: str = AGENT_BASE_DIR,
-                     supervisor: str = "auto") -> str:
-    """ECS's cloud-init script (module docstring) for one agent, with ECS's metadata
-    address and stop timeout; see :func:`providers.bootstrap.render_user_data` for the
-    arguments and errors. The text carries ``agent_env``'s secrets: never log it."""
-    return bootstrap.render_user_data(
-        agent_env, cloud="ECS", flavor="aliyun", metadata_url=metadata_url,
-        instance_id_step=_INSTANCE_ID_STEP, pip_spec=pip_spec, venv=venv, base_dir=base_dir,
-        supervisor=supervisor, stop_timeout_s=AGENT_STOP_TIMEOUT_S)
-
-
 # Sets INSTANCE_ID from $METADATA (shell, inserted into providers/bootstrap.py's script).
 _INSTANCE_ID_STEP = r"""
 INSTANCE_ID=$(curl -sSf --retry 10 --retry-connrefused "$METADATA/latest/meta-data/instance-id")
 [[ "$INSTANCE_ID" =~ ^[A-Za-z0-9-]+$ ]] || { echo "bad instance id from metadata"; exit 1; }
 """
+
+# ECS's cloud-init script (module docstring) for one agent: providers.bootstrap's, with ECS's
+# metadata address, instance-id step and stop timeout (arguments and errors there). The text
+# carries agent_env's secrets: never log it.
+render_user_data = partial(bootstrap.render_user_data, cloud="ECS", flavor="aliyun",
+                           metadata_url=METADATA_URL, instance_id_step=_INSTANCE_ID_STEP,
+                           stop_timeout_s=AGENT_STOP_TIMEOUT_S)

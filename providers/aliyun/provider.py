@@ -38,6 +38,7 @@ from providers.regional_api import (
     Currencies,
     ListPrices,
     NativePrice,
+    NativePrices,
     latest_prices,
     list_price_observations,
 )
@@ -95,8 +96,7 @@ class AliyunProvider(RegionalCompute, Checked):
             retry_max_wait_s=settings.retry_max_wait_s), clock=clock)
         self.settings: AliyunSettings = settings
         self.client: AliyunClient
-        self.currencies = Currencies(settings.default_currency,
-                                               dict(settings.exchange_rates_usd))
+        self.currencies = Currencies(settings.default_currency, dict(settings.exchange_rates_usd))
         self._region_ids: TTLCache[str, frozenset[str]] = TTLCache("regions", REGIONS_TTL_S)
         self._types: TTLCache[str, dict[str, translate.GpuInstanceType]] = TTLCache(
             "instance types", INSTANCE_TYPES_TTL_S)
@@ -106,14 +106,12 @@ class AliyunProvider(RegionalCompute, Checked):
             "on-demand prices", ON_DEMAND_PRICES_TTL_S)
         self._advice: TTLCache[str, dict[tuple[str | None, str], float]] = TTLCache(
             "spot advice", SPOT_ADVICE_TTL_S)
-        self._native: dict[OfferKey, NativePrice] = {}
-        self._logged_rates: set[str] = set()
+        self._natives = NativePrices(PROVIDER)
 
     def native_price(self, key: OfferKey) -> NativePrice | None:
         """The price behind the last offer listed for ``key`` as ECS stated it (amount,
         currency, the USD rate used, when), or None when no such offer was listed."""
-        with self._lock:
-            return self._native.get(key)
+        return self._natives.get(key)
 
     def check(self) -> list[CheckResult]:
         """Credentials and permissions, one cheap call each: ``DescribeRegions`` (and whether
@@ -228,23 +226,7 @@ class AliyunProvider(RegionalCompute, Checked):
             launchable_zones=list(launch.vswitches) if launch else None)
         for warning in warnings:
             log.warning("aliyun offers in %s: %s", region, warning)
-        with self._lock:
-            self._native.update({offer.key: native for offer, native in pairs})
-        self._log_conversion(region, [native for _, native in pairs])
-        return [offer for offer, _ in pairs]
-
-    def _log_conversion(self, region: str, natives: list[NativePrice]) -> None:
-        """Once per currency: which rate turned it into USD (the native prices stay in
-        :meth:`native_price`); every poll at DEBUG."""
-        for currency in sorted({n.currency for n in natives}):
-            rate = next(n.usd_per_unit for n in natives if n.currency == currency)
-            count = sum(1 for n in natives if n.currency == currency)
-            with self._lock:
-                first = currency not in self._logged_rates
-                self._logged_rates.add(currency)
-            (log.info if first and currency != "USD" else log.debug)(
-                "aliyun %s: %d offer prices in %s, converted to USD at %s USD/%s",
-                region, count, currency, rate, currency)
+        return self._natives.record(region, pairs)
 
     def _history_start(self, since: datetime | None) -> datetime:
         oldest = self._clock() - timedelta(days=SPOT_HISTORY_MAX_DAYS) + timedelta(minutes=5)

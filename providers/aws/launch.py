@@ -14,7 +14,7 @@ from typing import Any
 
 from core.models import Market, Offer
 from providers import bootstrap
-from providers.bootstrap import AGENT_BASE_DIR, env_file_text  # noqa: F401 (re-exported)
+from providers.bootstrap import AGENT_BASE_DIR
 
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
 USER_DATA_MAX_BYTES = 16384  # EC2's limit on user data before base64

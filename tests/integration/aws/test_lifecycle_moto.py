@@ -16,8 +16,8 @@ from core.models import (
     Offer,
     utcnow,
 )
-from providers.aws.launch import AGENT_BASE_DIR
 from providers.base import LaunchRequest
+from providers.bootstrap import AGENT_BASE_DIR
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.store import Store

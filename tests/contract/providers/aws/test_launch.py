@@ -14,12 +14,12 @@ from botocore.stub import ANY, Stubber
 from core.models import TAG_JOB, TAG_OWNER, Market, Offer
 from providers.aws import AwsProvider, AwsSettings
 from providers.aws.launch import (
-    env_file_text,
     render_user_data,
     run_instances_params,
     tag_list,
 )
 from providers.base import LaunchRequest
+from providers.bootstrap import env_file_text
 from providers.errors import AuthError, CapacityError, ProviderError, QuotaError
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
