@@ -135,6 +135,35 @@ class _MetadataClient:
             logger.info("instance metadata at %s reachable again", self.base_url)
             self._unreachable_logged = False
 
+    def _get(self, path: str) -> httpx.Response:
+        return self._http.get(self.base_url + path)
+
+    def _read(self, path: str) -> str | None:
+        """Body of ``path``, ``None`` for 404 or when the metadata cannot be read."""
+        try:
+            answer = self._get(path)
+        except httpx.HTTPError as exc:
+            self._unreachable(exc)
+            return None
+        self._reachable()
+        if answer.status_code == 404:
+            return None
+        if answer.status_code != 200:
+            logger.warning("instance metadata %s answered HTTP %d", path, answer.status_code)
+            return None
+        return answer.text
+
+    def _parsed(self, path: str, parse: Callable[[str], T], what: str) -> T | None:
+        """``parse`` of the body of ``path``; ``None`` when absent or unreadable (logged)."""
+        body = self._read(path)
+        if body is None:
+            return None
+        try:
+            return parse(body)
+        except ValueError as exc:
+            logger.warning("ignoring unreadable %s: %s", what, exc)
+            return None
+
 
 class AwsImdsNotices(_MetadataClient):
     """Spot notices from AWS instance metadata, IMDSv2 (session token) only.
@@ -168,32 +197,6 @@ class AwsImdsNotices(_MetadataClient):
                                     headers={AWS_TOKEN_HEADER: self._fetch_token()})
         return answer
 
-    def _read(self, path: str) -> str | None:
-        """Body of ``path``, ``None`` for 404 or when the metadata cannot be read."""
-        try:
-            answer = self._get(path)
-        except httpx.HTTPError as exc:
-            self._unreachable(exc)
-            return None
-        self._reachable()
-        if answer.status_code == 404:
-            return None
-        if answer.status_code != 200:
-            logger.warning("instance metadata %s answered HTTP %d", path, answer.status_code)
-            return None
-        return answer.text
-
-    def _parsed(self, path: str, parse: Callable[[str], T], what: str) -> T | None:
-        """``parse`` of the body of ``path``; ``None`` when absent or unreadable (logged)."""
-        body = self._read(path)
-        if body is None:
-            return None
-        try:
-            return parse(body)
-        except ValueError as exc:
-            logger.warning("ignoring unreadable %s: %s", what, exc)
-            return None
-
     def poll(self) -> PreemptionNotice | None:
         return self._parsed(AWS_INSTANCE_ACTION_PATH, parse_aws_instance_action,
                             "spot/instance-action")
@@ -210,23 +213,8 @@ class AliyunNotices(_MetadataClient):
     """
 
     def poll(self) -> PreemptionNotice | None:
-        try:
-            answer = self._http.get(self.base_url + ALIYUN_TERMINATION_PATH)
-        except httpx.HTTPError as exc:
-            self._unreachable(exc)
-            return None
-        self._reachable()
-        if answer.status_code == 404:
-            return None
-        if answer.status_code != 200:
-            logger.warning("instance metadata termination-time answered HTTP %d",
-                           answer.status_code)
-            return None
-        try:
-            return parse_aliyun_termination_time(answer.text)
-        except ValueError:
-            logger.warning("ignoring termination-time that is not a time: %r", answer.text[:40])
-            return None
+        return self._parsed(ALIYUN_TERMINATION_PATH, parse_aliyun_termination_time,
+                            "termination-time")
 
 
 def make_notice_source(flavor: str, base_url: str | None) -> NoticeSource:
