@@ -15,7 +15,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,13 +24,9 @@ from pathlib import Path
 import httpx
 import redis
 
+from tests.fixtures.redis_server import free_port, start_redis
+
 TOKEN = "bench"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rss_mb(pid: int) -> int:
@@ -69,21 +64,13 @@ def main() -> None:
         serve(args.serve[0], int(args.serve[1]), Path(args.serve[2]))
         return
     folder = Path(tempfile.mkdtemp(prefix="ga-bench-oversize-"))
-    rport, port = _free_port(), _free_port()
-    redis_proc = subprocess.Popen(["redis-server", "--port", str(rport), "--save", "",
-                                   "--appendonly", "no", "--dir", str(folder)],
-                                  stdout=subprocess.DEVNULL)
+    port = free_port()
+    redis_server = start_redis(folder / "redis")
     server = None
     try:
-        client = redis.Redis(port=rport)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+        client = redis_server.client()
         server = subprocess.Popen([sys.executable, "-m", "benchmarks.api.bench_oversize",
-                                   "--serve", f"redis://127.0.0.1:{rport}/0", str(port),
+                                   "--serve", redis_server.url, str(port),
                                    str(folder)], stdout=subprocess.PIPE, text=True)
         base = f"http://127.0.0.1:{port}"
         for _ in range(200):
@@ -114,8 +101,7 @@ def main() -> None:
     finally:
         if server is not None and server.poll() is None:
             server.kill()
-        redis_proc.terminate()
-        redis_proc.wait(10)
+        redis_server.stop()
 
 
 if __name__ == "__main__":

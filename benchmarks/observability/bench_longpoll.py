@@ -7,8 +7,6 @@ Command: ``python -m benchmarks.observability.bench_longpoll [--polls 200]``."""
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -16,38 +14,25 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import redis
 import uvicorn
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
+from tests.fixtures.redis_server import free_port, start_redis
 
 TOKEN = "bench"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--polls", type=int, default=200)
     args = parser.parse_args()
-    rport, port = _free_port(), _free_port()
-    redis_proc = subprocess.Popen(["redis-server", "--port", str(rport), "--save", "",
-                                   "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    port = free_port()
+    redis_server = start_redis(Path(tempfile.mkdtemp(prefix="ga-bench-longpoll-")))
     try:
-        client = redis.Redis(port=rport, decode_responses=True)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+        client = redis_server.client()
         app = create_app(Store.over(client), LocalObjectStore(Path(tempfile.mkdtemp())),
                          AgentTokens(b"s"), TOKEN)
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
@@ -79,8 +64,7 @@ def main() -> None:
               f"max {took[-1]:.1f} s")
         server.should_exit = True
     finally:
-        redis_proc.terminate()
-        redis_proc.wait(10)
+        redis_server.stop()
 
 
 if __name__ == "__main__":
