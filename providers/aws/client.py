@@ -15,8 +15,8 @@ parameters (user data carries the agent's secrets) and never credentials.
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -90,7 +90,6 @@ log = logging.getLogger(__name__)
 # agent's token and store credentials) are dropped.
 _REDACTED_LOGGERS = ("botocore.endpoint", "botocore.client", "botocore.hooks", "botocore.parsers",
                      "botocore.httpsession", "urllib3.connectionpool")
-_MODULE_LOCK = threading.Lock()
 
 
 def map_error(exc: Exception, action: str, region: str) -> errors.ProviderError:
@@ -125,17 +124,11 @@ def aws_call(action: str, region: str) -> Iterator[None]:
         raise map_error(exc, action, region) from None
 
 
-_LOADER: Any = None
-
-
+@functools.cache
 def _shared_loader() -> Any:
     """One botocore data loader for every client of the process: it caches the parsed service
     models (EC2's is several MB of JSON, ~0.8 s to load), which a fresh session reloads."""
-    global _LOADER
-    with _MODULE_LOCK:
-        if _LOADER is None:
-            _LOADER = botocore.loaders.create_loader()
-        return _LOADER
+    return botocore.loaders.create_loader()
 
 
 def fast_timestamp(value: str | float) -> datetime:

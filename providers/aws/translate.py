@@ -193,19 +193,10 @@ def on_demand_prices(items: Iterable[str | dict[str, Any]],
 
 
 # ----- interruption risk (Spot Instance Advisor) ----------------------------------------------
-def risk_for_bucket(bucket: int) -> float:
-    """Spot Advisor ``r`` (0–4) → interruption risk (see :data:`RISK_BY_BUCKET`).
-    Raises ``ValueError`` for another value."""
-    try:
-        return RISK_BY_BUCKET[int(bucket)]
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"spot advisor bucket r={bucket!r}; allowed 0..4") from None
-
-
 def advisor_risks(data: dict[str, Any], os_name: str = ADVISOR_OS) -> dict[str, dict[str, float]]:
     """The Spot Advisor JSON → region → instance type → interruption risk for ``os_name``.
-    Entries with an unknown bucket are left out. Raises ``ValueError`` when neither
-    ``spot_advisor`` nor ``spot_data`` is a mapping."""
+    Entries with a bucket not in :data:`RISK_BY_BUCKET` are left out. Raises ``ValueError``
+    when neither ``spot_advisor`` nor ``spot_data`` is a mapping."""
     regions = data.get("spot_advisor") if isinstance(data, dict) else None
     if not isinstance(regions, dict):
         regions = data.get("spot_data") if isinstance(data, dict) else None
@@ -217,7 +208,7 @@ def advisor_risks(data: dict[str, Any], os_name: str = ADVISOR_OS) -> dict[str, 
         risks: dict[str, float] = {}
         for itype, entry in types.items():
             try:
-                risks[itype] = risk_for_bucket(entry["r"])
+                risks[itype] = RISK_BY_BUCKET[int(entry["r"])]
             except (ValueError, KeyError, TypeError):
                 continue
         out[region] = risks

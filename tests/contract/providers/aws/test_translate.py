@@ -108,9 +108,9 @@ def test_malformed_price_documents() -> None:
 
 
 def test_risk_buckets() -> None:
-    assert [translate.risk_for_bucket(r) for r in range(5)] == [0.025, 0.075, 0.125, 0.175, 0.25]
-    with pytest.raises(ValueError, match="0..4"):
-        translate.risk_for_bucket(5)
+    buckets = {"spot_advisor": {"r": {"Linux": {f"t{r}": {"r": r} for r in (0, 1, 2, 3, 4, 5)}}}}
+    assert translate.advisor_risks(buckets) == {"r": {  # r=5 is no bucket: left out
+        "t0": 0.025, "t1": 0.075, "t2": 0.125, "t3": 0.175, "t4": 0.25}}
     data = {"spot_data": {"us-east-1": {"Linux": {"p3.2xlarge": {"s": 70, "r": 4},
                                                   "odd.type": {"s": 1, "r": 9}}}}}
     assert translate.advisor_risks(data) == {"us-east-1": {"p3.2xlarge": 0.25}}  # README's key
