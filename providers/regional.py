@@ -66,11 +66,13 @@ class RegionalCompute(Compute):
 
     Thread-safe. ``requests`` counts the HTTP requests made per operation.
     A cloud sets ``name``, ``agent_start_timeout_s``, ``launch_fields`` (named in the error
-    when ``launch`` is missing), ``idempotency_codes`` and the per-region methods below.
+    when ``launch`` is missing), ``idempotency_codes``, ``history_max_days`` (how far back its
+    price history reaches, if it says) and the per-region methods below.
     """
 
     launch_fields: ClassVar[str] = ""
     idempotency_codes: ClassVar[frozenset[str]] = frozenset()
+    history_max_days: ClassVar[float | None] = None
 
     def __init__(self, settings: RegionalSettings, client: RegionalClient, *,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -146,8 +148,13 @@ class RegionalCompute(Compute):
         return offers
 
     def _history_start(self, since: datetime | None) -> datetime:
-        """Where a price poll starts: ``since``, else ``history_lookback_h`` ago."""
-        return since or (self._clock() - timedelta(hours=self.settings.history_lookback_h))
+        """Where a price poll starts: ``since``, else ``history_lookback_h`` ago; never before
+        what the cloud keeps (``history_max_days``, less 5 minutes of clock skew)."""
+        now = self._clock()
+        start = since or (now - timedelta(hours=self.settings.history_lookback_h))
+        if self.history_max_days is None:
+            return start
+        return max(start, now - timedelta(days=self.history_max_days, minutes=-5))
 
     def _poll_prices(self, since: datetime | None) -> list[PriceObservation]:
         start = self._history_start(since)

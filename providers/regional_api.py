@@ -110,6 +110,15 @@ def parse_each(items: Iterable[Any], parse: Callable[[Any], T | None]) -> tuple[
     return out, skipped
 
 
+def logged_skips(parsed: tuple[T, int], what: str) -> T:
+    """The result of a ``(result, skipped)`` parse; a warning says how many ``what`` (e.g.
+    ``"aws spot prices in us-east-1: records"``) were skipped as malformed."""
+    result, skipped = parsed
+    if skipped:
+        _log.warning("%s: skipped %d malformed", what, skipped)
+    return result
+
+
 def aware_utc(value: datetime | str) -> datetime:
     """A datetime, or an ISO-8601 text (``…Z``; ECS also writes minutes only, ``04:04Z``) →
     aware UTC; naive values are taken as UTC. Raises ``ValueError`` on unreadable text."""

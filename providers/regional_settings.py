@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from core.models import Market, StrictModel
 
@@ -61,6 +61,10 @@ def id_map(value: dict[str, str], key_ok: Callable[[str], object], key_what: str
     return value
 
 
+# A text field that must be one line (it ends up in an API call or a shell script).
+OneLine = Annotated[str, AfterValidator(lambda value: one_line(value, "the value"))]
+
+
 class RegionalLaunchSettings(StrictModel):
     """The part of a ``launch:`` section every region-based cloud has.
 
@@ -76,13 +80,8 @@ class RegionalLaunchSettings(StrictModel):
     image_field: ClassVar[str]
     zone_field: ClassVar[str]
 
-    agent_pip_spec: str = Field(default=DEFAULT_AGENT_PIP_SPEC, min_length=1)
+    agent_pip_spec: OneLine = DEFAULT_AGENT_PIP_SPEC
     agent_venv: str | None = DEFAULT_AGENT_VENV
-
-    @field_validator("agent_pip_spec")
-    @classmethod
-    def _single_line(cls, value: str) -> str:
-        return one_line(value, "agent_pip_spec")
 
     @field_validator("agent_venv")
     @classmethod

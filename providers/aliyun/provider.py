@@ -41,6 +41,7 @@ from providers.regional_api import (
     NativePrices,
     latest_prices,
     list_price_observations,
+    logged_skips,
 )
 from providers.regional_instances import pending_instance
 
@@ -86,6 +87,7 @@ class AliyunProvider(RegionalCompute, Checked):
     agent_start_timeout_s = 900.0
     launch_fields = "image_id, vswitches, security_groups…"
     idempotency_codes = frozenset({"IdempotentParameterMismatch", "IdempotentProcessing"})
+    history_max_days = SPOT_HISTORY_MAX_DAYS
 
     def __init__(self, settings: AliyunSettings, *, client: AliyunClient | None = None,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -144,13 +146,9 @@ class AliyunProvider(RegionalCompute, Checked):
                                 code="UnknownRegion")
 
     def _gpu_types(self, region: str) -> dict[str, translate.GpuInstanceType]:
-        def load() -> dict[str, translate.GpuInstanceType]:
-            types, skipped = translate.gpu_instance_types(
-                self.client.iter_instance_types(region), self.settings.instance_types)
-            if skipped:
-                log.warning("aliyun %s: skipped %d malformed GPU instance types", region, skipped)
-            return types
-        return self._types.get_or_load(region, load)
+        return self._types.get_or_load(region, lambda: logged_skips(translate.gpu_instance_types(
+            self.client.iter_instance_types(region), self.settings.instance_types),
+            f"aliyun {region}: GPU instance types"))
 
     def _market_zones(self, region: str, market: Market) -> dict[str, tuple[str, ...]]:
         """type → zones with stock, for the GPU types this entry wants."""
@@ -188,11 +186,8 @@ class AliyunProvider(RegionalCompute, Checked):
         for itype in types:
             records = self.client.iter_spot_prices(region, itype, start,
                                                    spot_duration_h=self.settings.spot_duration_h)
-            parsed, skipped = translate.spot_prices(records, region, self.currencies)
-            if skipped:
-                log.warning("aliyun spot prices of %s in %s: skipped %d malformed records",
-                            itype, region, skipped)
-            prices += parsed
+            prices += logged_skips(translate.spot_prices(records, region, self.currencies),
+                                   f"aliyun spot prices of {itype} in {region}: records")
         return prices
 
     def _risks(self, region: str, types: list[str]) -> dict[tuple[str | None, str], float]:
@@ -227,10 +222,6 @@ class AliyunProvider(RegionalCompute, Checked):
         for warning in warnings:
             log.warning("aliyun offers in %s: %s", region, warning)
         return self._natives.record(region, pairs)
-
-    def _history_start(self, since: datetime | None) -> datetime:
-        oldest = self._clock() - timedelta(days=SPOT_HISTORY_MAX_DAYS) + timedelta(minutes=5)
-        return max(super()._history_start(since), oldest)
 
     def _region_prices(self, region: str, start: datetime,
                        since: datetime | None) -> list[PriceObservation]:

@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from providers.regional_settings import (
+    OneLine,
     RegionalLaunchSettings,
     RegionalSettings,
     id_map,
@@ -76,8 +77,8 @@ class AliyunLaunchSettings(RegionalLaunchSettings):
     image_id: str | dict[str, str]
     vswitches: dict[str, str] = Field(min_length=1)
     security_groups: dict[str, str] = Field(min_length=1)
-    key_pair_name: str | None = None
-    ram_role_name: str | None = None
+    key_pair_name: OneLine | None = None
+    ram_role_name: OneLine | None = None
     system_disk_category: Literal["cloud_essd", "cloud_ssd", "cloud_efficiency",
                                   "cloud_auto"] = "cloud_essd"
     system_disk_size_gib: int = Field(default=100, ge=20, le=2048)
@@ -94,19 +95,13 @@ class AliyunLaunchSettings(RegionalLaunchSettings):
     @field_validator("vswitches")
     @classmethod
     def _vswitches_shape(cls, value: dict[str, str]) -> dict[str, str]:
-        return id_map(value, lambda z: zone_region(z) is not None, "zone id (e.g. cn-hangzhou-i)",
-                    "vsw-", "vSwitch id")
+        return id_map(value, zone_region, "zone id (e.g. cn-hangzhou-i)", "vsw-", "vSwitch id")
 
     @field_validator("security_groups")
     @classmethod
     def _groups_shape(cls, value: dict[str, str]) -> dict[str, str]:
         return id_map(value, _REGION_RE.match, "region id (e.g. cn-hangzhou)", "sg-",
-                    "security group id")
-
-    @field_validator("key_pair_name", "ram_role_name")
-    @classmethod
-    def _single_line(cls, value: str | None) -> str | None:
-        return None if value is None else one_line(value, "the value")
+                      "security group id")
 
 
 class AliyunSettings(RegionalSettings):
@@ -140,7 +135,7 @@ class AliyunSettings(RegionalSettings):
 
     site: Literal["international", "china"] = "international"
     exchange_rates_usd: dict[str, float] = Field(default_factory=dict)
-    ecs_ram_role: str | None = None
+    ecs_ram_role: OneLine | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     retry_base_wait_s: float = Field(default=0.5, gt=0, le=10)
     retry_max_wait_s: float = Field(default=20.0, gt=0, le=300)
@@ -166,11 +161,6 @@ class AliyunSettings(RegionalSettings):
         if value is not None and "@" in value:
             raise ValueError("must not contain credentials")
         return value
-
-    @field_validator("ecs_ram_role")
-    @classmethod
-    def _role_line(cls, value: str | None) -> str | None:
-        return None if value is None else one_line(value, "the role name")
 
     @model_validator(mode="after")
     def _consistent(self) -> AliyunSettings:

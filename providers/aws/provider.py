@@ -34,7 +34,12 @@ from providers.base import Checked, CheckResult, LaunchRequest
 from providers.cache import TTLCache
 from providers.errors import ProviderError
 from providers.regional import RegionalCompute
-from providers.regional_api import ListPrices, latest_prices, list_price_observations
+from providers.regional_api import (
+    ListPrices,
+    latest_prices,
+    list_price_observations,
+    logged_skips,
+)
 
 log = logging.getLogger(__name__)
 PROVIDER = "aws"
@@ -116,11 +121,8 @@ class AwsProvider(RegionalCompute, Checked):
         """The region's list prices; None (and a warning) when the Price List API fails and
         nothing was cached: spot offers are still worth listing."""
         def load() -> ListPrices[float]:
-            prices, skipped = translate.on_demand_prices(self.client.iter_price_list(region),
-                                                         types)
-            if skipped:
-                log.warning("aws pricing %s: skipped %d malformed product documents",
-                            region, skipped)
+            prices = logged_skips(translate.on_demand_prices(
+                self.client.iter_price_list(region), types), f"aws pricing {region}: documents")
             return ListPrices(prices, self._clock())
         try:
             return self._on_demand.get_or_load(region, load)
@@ -154,10 +156,8 @@ class AwsProvider(RegionalCompute, Checked):
         names = sorted(types)
         observations: list[PriceObservation] = []
         if Market.SPOT in self.settings.markets:
-            prices, skipped = translate.spot_prices(
-                self.client.iter_spot_prices(region, names, start=start), region)
-            if skipped:
-                log.warning("aws spot prices %s: skipped %d malformed records", region, skipped)
+            prices = logged_skips(translate.spot_prices(self.client.iter_spot_prices(
+                region, names, start=start), region), f"aws spot prices {region}: records")
             observations += translate.spot_observations(prices, region)
         if Market.ON_DEMAND in self.settings.markets:
             on_demand = self._on_demand_prices(region, names)
