@@ -28,15 +28,15 @@ from __future__ import annotations
 import logging
 import threading
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from core.models import Instance, Offer, PriceObservation, utcnow
+from core.models import Instance, Market, Offer, PriceObservation, utcnow
 from providers.base import CheckResult, Compute, LaunchRequest
 from providers.errors import NotFoundError, ProviderError
-from providers.regional_api import RequestCounter
+from providers.regional_api import ListPrices, RequestCounter, list_price_observations
 from providers.regional_instances import InstanceMemory, has_tags
 from providers.regional_settings import RegionalSettings
 
@@ -178,6 +178,19 @@ class RegionalCompute(Compute):
                             self.name, region, start.isoformat(), result)
         _raise_if_all_failed(results)
         return observations
+
+    def _list_price_observations(self, region: str, since: datetime | None,
+                                 prices: Callable[[], ListPrices[float] | None],
+                                 zones: Callable[[], Mapping[str, Iterable[str]]]
+                                 ) -> list[PriceObservation]:
+        """On-demand observations of the region's list prices (``prices()``: type → USD/hour,
+        None when unknown) in ``zones()`` (type → zones), when on-demand is a configured market
+        and they were fetched after ``since`` (older ones are stored already)."""
+        listed = prices() if Market.ON_DEMAND in self.settings.markets else None
+        if listed is None or (since is not None and listed.fetched_at <= since):
+            return []
+        return list_price_observations(self.name, region, zones(), listed.prices,
+                                       listed.fetched_at)
 
     # ----- instances --------------------------------------------------------------------------
     def _launch_region(self, offer: Offer) -> str:

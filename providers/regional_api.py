@@ -245,15 +245,16 @@ class Currencies:
     def to_usd(self, amount: float, currency: str | None) -> float:
         return amount * self.rate(currency)
 
-    def usd_prices(self, prices: Mapping[str, tuple[float, str]]) -> dict[str, float]:
-        """key → USD of ``key → (amount, currency)``; keys without a rate are left out."""
+    def usd_prices(self, listed: ListPrices[tuple[float, str]]) -> ListPrices[float]:
+        """List prices ``type → (amount, currency)`` in USD; types without a rate are left
+        out."""
         out = {}
-        for key, (amount, currency) in prices.items():
+        for key, (amount, currency) in listed.prices.items():
             try:
                 out[key] = self.to_usd(amount, currency)
             except ValueError:
                 continue
-        return out
+        return ListPrices(out, listed.fetched_at)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ from providers.regional_api import (
     NativePrice,
     NativePrices,
     latest_prices,
-    list_price_observations,
     logged_skips,
 )
 from providers.regional_instances import pending_instance
@@ -235,14 +234,9 @@ class AliyunProvider(RegionalCompute, Checked):
         if no_rate:
             log.warning("aliyun prices in %s: %d records left out, no exchange rate for their "
                         "currency", region, no_rate)
-        if Market.ON_DEMAND in self.settings.markets:
-            on_demand = self._on_demand_prices(region, sold)
-            if since is None or on_demand.fetched_at > since:
-                observations += list_price_observations(
-                    PROVIDER, region, self._market_zones(region, Market.ON_DEMAND),
-                    self.currencies.usd_prices(on_demand.prices),
-                    on_demand.fetched_at)
-        return observations
+        return observations + self._list_price_observations(
+            region, since, lambda: self.currencies.usd_prices(self._on_demand_prices(region, sold)),
+            lambda: self._market_zones(region, Market.ON_DEMAND))
 
     # ----- per region: instances -------------------------------------------------------------
     def _region_instances(self, region: str, tags: dict[str, str],

@@ -37,7 +37,6 @@ from providers.regional import RegionalCompute
 from providers.regional_api import (
     ListPrices,
     latest_prices,
-    list_price_observations,
     logged_skips,
 )
 
@@ -159,13 +158,9 @@ class AwsProvider(RegionalCompute, Checked):
             prices = logged_skips(translate.spot_prices(self.client.iter_spot_prices(
                 region, names, start=start), region), f"aws spot prices {region}: records")
             observations += translate.spot_observations(prices, region)
-        if Market.ON_DEMAND in self.settings.markets:
-            on_demand = self._on_demand_prices(region, names)
-            if on_demand and (since is None or on_demand.fetched_at > since):
-                observations += list_price_observations(
-                    PROVIDER, region, self._type_zones(region, names), on_demand.prices,
-                    on_demand.fetched_at)
-        return observations
+        return observations + self._list_price_observations(
+            region, since, lambda: self._on_demand_prices(region, names),
+            lambda: self._type_zones(region, names))
 
     def _region_instances(self, region: str, tags: dict[str, str]) -> list[Instance]:
         filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
