@@ -49,12 +49,11 @@ _SILENT_MESSAGE_CODES = frozenset({"SignatureDoesNotMatch", "IncompleteSignature
 _MESSAGE_MAX = 400
 
 
-def map_error(exc: Exception, action: str, region: str) -> ProviderError:
+def map_error(exc: ServerException | ClientException, action: str, region: str
+              ) -> ProviderError:
     """Translate an SDK exception into the :mod:`providers.errors` tree. ``action`` is the ECS
     action (``RunInstances``), ``region`` where it was called."""
     where = f"aliyun {action} in {region}"
-    if isinstance(exc, ProviderError):
-        return exc
     if isinstance(exc, ServerException):
         code = str(exc.get_error_code() or "Unknown")
         status = int(exc.get_http_status() or 0)
@@ -63,11 +62,7 @@ def map_error(exc: Exception, action: str, region: str) -> ProviderError:
         if status:
             text += f" (HTTP {status})"
         return error_class(ERRORS, code, status)(text, provider=PROVIDER, code=code)
-    if isinstance(exc, ClientException):
-        code = str(exc.get_error_code() or "SDK.Unknown")
-        detail = ("cannot reach the endpoint" if code == "SDK.HttpError"
-                  else str(exc.get_error_msg() or "")[:_MESSAGE_MAX])
-        return error_class(ERRORS, code)(f"{where}: {code}: {detail}", provider=PROVIDER,
-                                         code=code)
-    return ProviderError(f"{where}: {type(exc).__name__}: {str(exc)[:_MESSAGE_MAX]}",
-                         provider=PROVIDER, code=type(exc).__name__)
+    code = str(exc.get_error_code() or "SDK.Unknown")
+    detail = ("cannot reach the endpoint" if code == "SDK.HttpError"
+              else str(exc.get_error_msg() or "")[:_MESSAGE_MAX])
+    return error_class(ERRORS, code)(f"{where}: {code}: {detail}", provider=PROVIDER, code=code)

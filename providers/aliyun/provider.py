@@ -15,7 +15,8 @@ TTLs below. Per poll and region:
   unrated (``interruption_risk`` None).
 
 Prices arrive in the account's currency and are converted to USD (``exchange_rates_usd``);
-:meth:`AliyunProvider.native_price` gives what ECS said.
+``AliyunProvider.native_prices`` (a :class:`providers.regional_api.NativePrices`) keeps what
+ECS said.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from core.models import Instance, Market, Offer, OfferKey, PriceObservation
+from core.models import Instance, Market, Offer, PriceObservation
 from providers.aliyun import instances, translate
 from providers.aliyun import launch as launching
 from providers.aliyun.client import SPOT_HISTORY_MAX_DAYS, AliyunClient
@@ -37,7 +38,6 @@ from providers.regional import RegionalCompute
 from providers.regional_api import (
     Currencies,
     ListPrices,
-    NativePrice,
     NativePrices,
     latest_prices,
     logged_skips,
@@ -107,12 +107,7 @@ class AliyunProvider(RegionalCompute, Checked):
             "on-demand prices", ON_DEMAND_PRICES_TTL_S)
         self._advice: TTLCache[str, dict[tuple[str | None, str], float]] = TTLCache(
             "spot advice", SPOT_ADVICE_TTL_S)
-        self._natives = NativePrices(PROVIDER)
-
-    def native_price(self, key: OfferKey) -> NativePrice | None:
-        """The price behind the last offer listed for ``key`` as ECS stated it (amount,
-        currency, the USD rate used, when), or None when no such offer was listed."""
-        return self._natives.get(key)
+        self.native_prices = NativePrices(PROVIDER)
 
     def check(self) -> list[CheckResult]:
         """Credentials and permissions, one cheap call each: ``DescribeRegions`` (and whether
@@ -220,7 +215,7 @@ class AliyunProvider(RegionalCompute, Checked):
             launchable_zones=list(launch.vswitches) if launch else None)
         for warning in warnings:
             log.warning("aliyun offers in %s: %s", region, warning)
-        return self._natives.record(region, pairs)
+        return self.native_prices.record(region, pairs)
 
     def _region_prices(self, region: str, start: datetime,
                        since: datetime | None) -> list[PriceObservation]:
@@ -301,7 +296,7 @@ class AliyunProvider(RegionalCompute, Checked):
     def _on_demand_native(self, offer: Offer) -> float:
         """The offer's on-demand price in the account's currency (what SpotPriceLimit is in):
         the recorded native price, else the USD price converted back at the site's rate."""
-        native = self.native_price(offer.key)
+        native = self.native_prices.get(offer.key)
         if native is not None and native.on_demand_price:
             return native.on_demand_price
         if offer.on_demand_price_usd_per_hour:

@@ -13,7 +13,7 @@ Prices: ECS answers in the account's currency (CNY on the China site, USD on the
 international one) and names it in every price answer (``Currency``). Offers are compared in
 USD, so every price is converted with ``exchange_rates_usd`` (USD per one unit of the
 currency); USD needs no rate. The native price and currency stay in the adapter's own records
-(:meth:`providers.aliyun.provider.AliyunProvider.native_price`) and in its logs.
+(``AliyunProvider.native_prices``) and in its logs.
 """
 
 from __future__ import annotations

@@ -51,10 +51,10 @@ def test_offers_in_usd_from_stock_prices_and_advice(fake_ecs, make_provider) -> 
     assert offers[f"{h}/{GN6I_2}/on-demand"].price_usd_per_hour == pytest.approx(
         ORIGIN_CNY[GN6I_2] * CNY_TO_USD)
     assert offers[f"{h}/{GN6I_2}/on-demand"].vram_gib == 16.0  # per GPU, 2 GPUs
-    native = provider.native_price(spot.key)
+    native = provider.native_prices.get(spot.key)
     assert (native.price, native.currency, native.usd_per_unit, native.on_demand_price) == (
         SPOT_CNY[("cn-hangzhou-h", GN6I)], "CNY", CNY_TO_USD, LIST_CNY[GN6I])
-    assert provider.native_price(OfferKey.from_series(f"{h}/{GN7}/on-demand")) is None
+    assert provider.native_prices.get(OfferKey.from_series(f"{h}/{GN7}/on-demand")) is None
     # Only types with stock were priced and asked for spot prices.
     asked = {c["InstanceType"] for c in fake_ecs.calls("DescribeSpotPriceHistory")}
     assert asked == {GN6I, GN6I_2, GN6V}
