@@ -12,6 +12,7 @@ should learn that it no longer decides anything.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
@@ -155,6 +156,12 @@ class RegionalSettings(StrictModel):
         if bad:
             raise ValueError(f"{bad} are not instance-type patterns (e.g. {cls.type_hint})")
         return value
+
+    def wants_type(self, instance_type: str) -> bool:
+        """Whether ``instance_type`` matches a pattern of ``instance_types`` (all do when
+        there are none)."""
+        return not self.instance_types or any(
+            fnmatch.fnmatchcase(instance_type, p) for p in self.instance_types)
 
     @model_validator(mode="after")
     def _launch_matches_regions(self) -> RegionalSettings:

@@ -141,7 +141,7 @@ class AliyunProvider(RegionalCompute, Checked):
 
     def _gpu_types(self, region: str) -> dict[str, translate.GpuInstanceType]:
         return self._types.get_or_load(region, lambda: logged_skips(translate.gpu_instance_types(
-            self.client.iter_instance_types(region), self.settings.instance_types),
+            self.client.iter_instance_types(region), self.settings.wants_type),
             f"aliyun {region}: GPU instance types"))
 
     def _market_zones(self, region: str, market: Market) -> dict[str, tuple[str, ...]]:

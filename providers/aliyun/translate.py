@@ -27,9 +27,8 @@ ECS said.
 
 from __future__ import annotations
 
-import fnmatch
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -106,15 +105,12 @@ def gpu_instance_type(info: dict[str, Any]) -> GpuInstanceType | None:
                            vram_gib=vram, vcpus=vcpus, memory_gib=memory)
 
 
-def gpu_instance_types(infos: Iterable[dict[str, Any]], patterns: Iterable[str] = ()
+def gpu_instance_types(infos: Iterable[dict[str, Any]], wanted: Callable[[str], bool]
                        ) -> tuple[dict[str, GpuInstanceType], int]:
-    """instance type → :class:`GpuInstanceType` for the GPU types among ``infos`` matching any
-    of ``patterns`` (``*`` wildcards; none = all). Returns (types, number skipped as
-    malformed)."""
-    wanted = list(patterns)
+    """instance type → :class:`GpuInstanceType` for the GPU types among ``infos`` that
+    ``wanted`` accepts. Returns (types, number skipped as malformed)."""
     gpus, skipped = parse_each(infos, gpu_instance_type)
-    return {gpu.instance_type: gpu for gpu in gpus if not wanted or any(
-        fnmatch.fnmatchcase(gpu.instance_type, p) for p in wanted)}, skipped
+    return {gpu.instance_type: gpu for gpu in gpus if wanted(gpu.instance_type)}, skipped
 
 
 def zones_by_type(available_zones: Iterable[dict[str, Any]]) -> dict[str, tuple[str, ...]]:

@@ -10,6 +10,7 @@ import pytest
 from core.models import InstanceState, Market
 from providers.aliyun import instances, translate
 from providers.aliyun.launch import CLIENT_TOKEN_TAG
+from providers.aliyun.settings import AliyunSettings
 from providers.regional_api import Currencies, latest_prices
 from tests.contract.providers.aliyun.data import (
     CNY_TO_USD,
@@ -23,6 +24,7 @@ from tests.contract.providers.aliyun.data import (
     needs_examples,
 )
 
+ANY = AliyunSettings(regions=["cn-hangzhou"]).wants_type  # no patterns: every type
 CNY = Currencies("CNY", {"CNY": CNY_TO_USD})
 USD = Currencies("USD", {})
 AT = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -33,11 +35,11 @@ def test_documented_instance_type_is_a_cpu_type() -> None:
     (record,) = example("DescribeInstanceTypes")["InstanceTypes"]["InstanceType"]
     assert record["GPUAmount"] == 0 and record["GPUSpec"] == ""
     assert translate.gpu_instance_type(record) is None
-    assert translate.gpu_instance_types([record]) == ({}, 0)
+    assert translate.gpu_instance_types([record], ANY) == ({}, 0)
 
 
 def test_gpu_types_vram_is_per_gpu_in_gib() -> None:
-    types, skipped = translate.gpu_instance_types(INSTANCE_TYPES)
+    types, skipped = translate.gpu_instance_types(INSTANCE_TYPES, ANY)
     assert skipped == 0 and sorted(types) == sorted([GN6I, GN6I_2, GN6V, GN7])
     t4 = types[GN6I]
     assert (t4.gpu_model, t4.gpu_count, t4.vram_gib, t4.vcpus, t4.memory_gib) == (
@@ -46,7 +48,8 @@ def test_gpu_types_vram_is_per_gpu_in_gib() -> None:
     # documented 16 GB per GPU is used.
     assert (types[GN6I_2].gpu_count, types[GN6I_2].vram_gib) == (2, 16.0)
     assert (types[GN7].gpu_model, types[GN7].vram_gib) == ("A100", 40.0)
-    only = translate.gpu_instance_types(INSTANCE_TYPES, ["ecs.gn6*"])[0]
+    wanted = AliyunSettings(regions=["cn-hangzhou"], instance_types=["ecs.gn6*"]).wants_type
+    only = translate.gpu_instance_types(INSTANCE_TYPES, wanted)[0]
     assert sorted(only) == sorted([GN6I, GN6I_2, GN6V])
 
 
@@ -58,7 +61,7 @@ def test_gpu_type_without_memory_or_cpu_fields_is_skipped() -> None:
         translate.gpu_instance_type(vgpu)
     with pytest.raises(ValueError, match="CpuCoreCount"):
         translate.gpu_instance_type(no_cpu)
-    assert translate.gpu_instance_types([vgpu, no_cpu, INSTANCE_TYPES[1]])[1] == 2
+    assert translate.gpu_instance_types([vgpu, no_cpu, INSTANCE_TYPES[1]], ANY)[1] == 2
 
 
 @pytest.mark.parametrize("spec, model", [("NVIDIA T4", "T4"), ("NVIDIA  A100", "A100"),
@@ -145,7 +148,7 @@ def test_interruption_rate_mapping(resource: dict, risk: float | None) -> None:
 
 
 def test_offers_priced_in_usd_with_native_prices() -> None:
-    types, _ = translate.gpu_instance_types(INSTANCE_TYPES)
+    types, _ = translate.gpu_instance_types(INSTANCE_TYPES, ANY)
     spot = {("cn-hangzhou-h", GN6I): translate.SpotPrice("cn-hangzhou-h", GN6I, 1.74, 11.58,
                                                          "CNY", AT)}
     zones = {Market.ON_DEMAND: {GN6I: ("cn-hangzhou-h", "cn-hangzhou-i")},
