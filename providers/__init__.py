@@ -1,2 +1,2 @@
 """Provider adapters: one package per source. They translate a cloud's API to and from
-``scheduler.models``; no policy, no Redis. See :mod:`providers.base` for the protocol."""
+``core.models``; no policy, no Redis. See :mod:`providers.base` for the protocol."""
