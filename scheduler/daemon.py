@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -36,7 +37,7 @@ from scheduler.controller.reconcile import reconcile_pass
 from scheduler.notify.budget_webhook import DELIVERY_LEASE, WebhookDeliverer
 from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
-from scheduler.daemon_config import load_budget_config
+from scheduler.daemon_config import BudgetConfig, ConfigError, load_budget_config
 from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,
@@ -95,7 +96,7 @@ class DaemonSettings:
       ``GA_HOME/config.yaml`` when it exists.
     - **agent_lost_after_s**: an agent silent this many seconds is presumed lost
       (``GA_AGENT_LOST_AFTER_S``; default :data:`~scheduler.timing.AGENT_LOST_AFTER_S`).
-      Raises ``ValueError`` when the variable is not a number.
+      Raises :class:`~scheduler.daemon_config.ConfigError` unless it is a positive number.
     """
 
     home: Path = field(default_factory=home_dir)
@@ -108,8 +109,24 @@ class DaemonSettings:
     owner: str | None = field(default_factory=lambda: os.environ.get("GA_OWNER") or None)
     advertise_url: str | None = field(default_factory=lambda: os.environ.get("GA_ADVERTISE_URL"))
     config_file: Path | None = None
-    agent_lost_after_s: float = field(default_factory=lambda: float(
-        os.environ.get("GA_AGENT_LOST_AFTER_S") or AGENT_LOST_AFTER_S))
+    agent_lost_after_s: float = field(default_factory=lambda: _agent_lost_after_s(os.environ))
+
+
+def _agent_lost_after_s(env: dict[str, str] | os._Environ) -> float:
+    """``GA_AGENT_LOST_AFTER_S`` in seconds (default :data:`AGENT_LOST_AFTER_S`). Raises
+    :class:`ConfigError` unless it is a finite number > 0: 0 or less would take every agent
+    for lost at once, NaN none ever."""
+    text = env.get("GA_AGENT_LOST_AFTER_S")
+    if not text:
+        return AGENT_LOST_AFTER_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"GA_AGENT_LOST_AFTER_S: got {text!r}; must be a positive number "
+                          "of seconds")
+    return value
 
 
 def _pick_port(host: str, preferred: int) -> int:
@@ -154,13 +171,18 @@ class Daemon:
     """Wires everything; :meth:`run` blocks until SIGTERM/SIGINT or :meth:`stop`.
 
     Raises ``DaemonAlreadyRunning`` when another daemon holds the home,
-    ``ProviderConfigError`` for a bad provider config.
+    :class:`~scheduler.daemon_config.ConfigError` for a bad config (providers, budgets, the
+    webhook URL, ``GA_AGENT_LOST_AFTER_S``), before anything is started.
     """
 
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         home = settings.home
         home.mkdir(parents=True, exist_ok=True)
+        # Checked before anything starts: a bad budget or webhook URL is refused here, not
+        # after the embedded Redis and the API are up.
+        self._budgets: BudgetConfig = load_budget_config(
+            settings.config_file or settings.home / "config.yaml")
         self._lock = _lock_home(home)
         adapters = _configured_providers(settings).adapters()
         self.redis = connect(settings.redis_url, home)
@@ -256,8 +278,7 @@ class Daemon:
     def _register_budgets(self) -> None:
         """Publish the config's budgets (per-user limits, webhook) to every replica through
         Redis, and deliver webhook alerts from one replica at a time."""
-        settings = self.settings
-        budgets = load_budget_config(settings.config_file or settings.home / "config.yaml")
+        budgets = self._budgets
         self.store.spend.publish_settings(BudgetSettings(
             users=budgets.budgets, webhook=budgets.budget_webhook is not None))
         if budgets.budget_webhook:

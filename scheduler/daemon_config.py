@@ -109,5 +109,7 @@ def load_budget_config(path: Path | None, env: dict[str, str] | None = None) -> 
         raw = loaded if isinstance(loaded, dict) else {}
     url = (os.environ if env is None else env).get(WEBHOOK_URL_ENV)
     if url:
+        # A bad URL from the environment is named as such, not as the file's.
+        _budgets({"budget_webhook": url}, WEBHOOK_URL_ENV)
         raw = {**raw, "budget_webhook": url}
-    return _budgets(raw, path or WEBHOOK_URL_ENV)
+    return _budgets(raw, path if path is not None and path.is_file() else WEBHOOK_URL_ENV)

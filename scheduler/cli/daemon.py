@@ -36,12 +36,13 @@ def daemon(
     except ValueError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
-    settings = DaemonSettings(host=host, port=port)
-    if home:
-        settings.home = home
-        settings.home.mkdir(parents=True, exist_ok=True)
-    config = config or (settings.home / "config.yaml" if (settings.home / "config.yaml").is_file() else None)
     try:
+        settings = DaemonSettings(host=host, port=port)
+        if home:
+            settings.home = home
+            settings.home.mkdir(parents=True, exist_ok=True)
+        config = config or (settings.home / "config.yaml"
+                            if (settings.home / "config.yaml").is_file() else None)
         if market:
             if not market.is_file():
                 raise ConfigError(f"--market: {market} is not a file")

@@ -43,3 +43,41 @@ def test_bad_budget_config_is_refused_at_start(tmp_path, text, message):
     path.write_text("providers: [{kind: replay, market: m.yaml}]\n" + text)
     with pytest.raises(ConfigError, match=message):
         load_config_file(path)
+
+
+def test_a_bad_webhook_url_from_the_environment_is_named_as_such(tmp_path):
+    env = {"GA_BUDGET_WEBHOOK_URL": "ftp://x"}
+    for path in (None, tmp_path / "absent.yaml"):
+        with pytest.raises(ConfigError, match=r"^GA_BUDGET_WEBHOOK_URL: budget_webhook"):
+            load_budget_config(path, env=env)
+    present = tmp_path / "config.yaml"
+    present.write_text("budgets: {alice: 5}\n")
+    with pytest.raises(ConfigError, match=r"^GA_BUDGET_WEBHOOK_URL: "):
+        load_budget_config(present, env=env)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf"])
+def test_agent_lost_after_must_be_a_positive_number(value):
+    from scheduler.daemon import _agent_lost_after_s
+
+    with pytest.raises(ConfigError, match=r"GA_AGENT_LOST_AFTER_S: got .*positive number"):
+        _agent_lost_after_s({"GA_AGENT_LOST_AFTER_S": value})
+    assert _agent_lost_after_s({"GA_AGENT_LOST_AFTER_S": "2.5"}) == 2.5
+    assert _agent_lost_after_s({}) == 60.0
+
+
+@pytest.mark.parametrize("env", [{"GA_BUDGET_WEBHOOK_URL": "ftp://x"},
+                                 {"GA_AGENT_LOST_AFTER_S": "abc"}])
+def test_the_daemon_refuses_a_bad_setting_before_starting_anything(tmp_path, env, monkeypatch):
+    from typer.testing import CliRunner
+
+    from scheduler.cli.main import app
+
+    home = tmp_path / "home"
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["daemon", "--home", str(home)])
+    assert result.exit_code == 2, result.output
+    assert next(iter(env)) in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (home / "redis").exists()  # no embedded Redis was started
