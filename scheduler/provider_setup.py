@@ -99,32 +99,45 @@ class AwsConfig(AwsSettings):
 _SECRET_FIELD_RE = re.compile(r"secret|password|token|access_key|session_key", re.IGNORECASE)
 
 
-def _secret_like_fields(entry: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted paths of keys, at any depth, named like credentials (no AwsConfig field is)."""
+# Where each kind reads its credentials from, told when a config entry carries some.
+_CREDENTIALS_COME_FROM = {
+    "aws": "use boto3's standard chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+           "~/.aws/credentials with 'profile', SSO or an instance role",
+    "aliyun": "set ALIBABA_CLOUD_ACCESS_KEY_ID/ALIBABA_CLOUD_ACCESS_KEY_SECRET in the daemon's "
+              "environment, or use ecs_ram_role on ECS",
+}
+
+
+def _secret_like_fields(value: Any, path: str = "") -> list[str]:
+    """Paths (``launch.key``, ``catalogs[0].key``) of mapping keys, at any depth of mappings
+    and lists, named like credentials (no field of any kind's model is)."""
     found = []
-    for key, value in entry.items():
-        path = f"{prefix}{key}"
-        if isinstance(key, str) and _SECRET_FIELD_RE.search(key):
-            found.append(path)
-        if isinstance(value, dict):
-            found += _secret_like_fields(value, f"{path}.")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else f"{key}"
+            if isinstance(key, str) and _SECRET_FIELD_RE.search(key):
+                found.append(where)
+            found += _secret_like_fields(item, where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _secret_like_fields(item, f"{path}[{i}]")
     return found
 
 
-def _refuse_credentials(entry: dict[str, Any], where_they_go: str) -> None:
+def _refuse_credentials(entry: dict[str, Any]) -> None:
+    """Raises :class:`ProviderConfigError` naming the credential-like fields of ``entry``,
+    never their values (a model's "unknown field" error would echo them)."""
     secrets = _secret_like_fields(entry)
     if secrets:
+        where = _CREDENTIALS_COME_FROM.get(entry.get("kind"), "this kind needs none")
         raise ProviderConfigError(
             f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
-            f"(value not shown); {where_they_go}")
+            f"(value not shown); {where}")
 
 
 def _aws(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     from providers.aws import AwsProvider
 
-    _refuse_credentials(entry, "use boto3's standard chain: AWS_ACCESS_KEY_ID/"
-                        "AWS_SECRET_ACCESS_KEY, ~/.aws/credentials with 'profile', SSO or an "
-                        "instance role")
     return AwsProvider(AwsConfig.model_validate(entry), home / "aws")
 
 
@@ -153,9 +166,6 @@ class AliyunConfig(AliyunSettings):
 def _aliyun(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     from providers.aliyun import AliyunProvider
 
-    _refuse_credentials(entry, "set ALIBABA_CLOUD_ACCESS_KEY_ID/"
-                        "ALIBABA_CLOUD_ACCESS_KEY_SECRET in the daemon's environment, or use "
-                        "ecs_ram_role on ECS")
     return AliyunProvider(AliyunConfig.model_validate(entry))
 
 
@@ -249,6 +259,7 @@ def build_providers(entries: list[dict[str, Any]], base: Path, home: Path) -> li
             raise ProviderConfigError(f"providers[{i}].kind: got {kind!r}; allowed: "
                                       f"{', '.join(sorted(FACTORIES))}")
         try:
+            _refuse_credentials(entry)
             if kind == "replay":
                 out.append(_replay(entry, base, home, replay_index))
                 replay_index += 1

@@ -33,3 +33,20 @@ def test_replay_paths_may_use_environment_variables(tmp_path, monkeypatch):
     with pytest.raises(ProviderConfigError, match=r"\$\{GA_TEST_UNSET\}/market.yaml is not a file"):
         build_providers([{"kind": "replay", "market": "${GA_TEST_UNSET}/market.yaml"}],
                         tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"kind": "replay", "market": "m.yaml", "api_token": "supersecretvalue123"}, "api_token"),
+    ({"kind": "catalog", "catalogs": [{"provider": "lambda", "path": "vms.csv",
+                                       "secret_key": "supersecretvalue123"}]},
+     "catalogs[0].secret_key"),
+    ({"kind": "aws", "regions": ["us-east-1"], "launch": {"password": "supersecretvalue123"}},
+     "launch.password"),
+])
+def test_no_kind_echoes_a_credential_like_field(tmp_path, entry, field):
+    """Every kind refuses credential-like fields, at any depth (lists too), by name only."""
+    with pytest.raises(ProviderConfigError, match="credentials do not belong") as caught:
+        build_providers([entry], tmp_path, tmp_path)
+    text = str(caught.value)
+    assert f"providers[0] ({entry['kind']}): {field}" in text
+    assert "supersecretvalue123" not in text
