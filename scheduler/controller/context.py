@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from providers.base import Compute, Provider
+from providers.base import Compute, Provider, Renames
 from providers.errors import ProviderError
 from core.models import TAG_OWNER, Instance, Job, utcnow
 from core.models.agents import AgentReport
@@ -26,10 +26,15 @@ class ProviderRegistry:
     A replayed market serves several provider names at once (it imitates them), so an adapter
     registers under every name in its ``provider_names``. Only :class:`~providers.base.Compute`
     adapters launch; the others (public catalogs) only list offers.
+
+    A launching adapter that :class:`~providers.base.Renames` its offers (its name was taken
+    by another entry) still ends what it launched under its own name before the rename: a
+    placement stored then carries that name.
     """
 
     def __init__(self, providers: Iterable[Provider] = ()) -> None:
         self._by_name: dict[str, Provider] = {}
+        self._launched_as: dict[str, Compute] = {}
         self._adapters: list[Provider] = []
         for p in providers:
             self.add(p)
@@ -45,6 +50,8 @@ class ProviderRegistry:
         self._adapters.append(provider)
         for name in names:
             self._by_name[name] = provider
+        if isinstance(provider, Compute) and isinstance(provider, Renames):
+            self._launched_as.update(dict.fromkeys(provider.renamed, provider))
 
     def get(self, name: str) -> Provider:
         """Raises ``KeyError`` naming the provider when none is configured."""
@@ -56,6 +63,9 @@ class ProviderRegistry:
     def compute(self, name: str) -> Compute:
         """The adapter that launches for ``name``. Raises ``KeyError`` naming the provider
         when none is configured or the one configured only lists offers."""
+        provider = self._by_name.get(name)
+        if not isinstance(provider, Compute) and name in self._launched_as:
+            return self._launched_as[name]
         provider = self.get(name)
         if not isinstance(provider, Compute):
             raise KeyError(f"provider {name!r} only lists offers ({provider.name} cannot "

@@ -41,6 +41,11 @@ def test_a_gcp_catalog_next_to_the_default_market_keeps_gcp(tmp_path, caplog, cl
     assert catalog.provider_names == {"gcp", "lambda"}
     assert replay.provider_names == {"aws", "gcp-replay"}
     assert registry.get("gcp") is catalog and registry.get("gcp-replay") is replay
+    # A job placed on the replayed gcp before the catalog was configured is still ended by
+    # the adapter that launched it (it looped on "catalog cannot launch" before).
+    assert registry.compute("gcp") is replay and registry.compute("gcp-replay") is replay
+    with pytest.raises(KeyError, match="only lists offers"):
+        registry.compute("lambda")
     assert {o.provider for o in catalog.list_offers()} == {"gcp", "lambda"}
     assert "provider 'gcp' is also served by another entry" in caplog.text
     assert "listed as 'gcp-replay'" in caplog.text
