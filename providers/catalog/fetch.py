@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -31,7 +32,7 @@ FETCH_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class Fetched:
-    """A catalog's text and where it came from. ``fetched_at``: when the content was read from
+    """A catalog's text and where it came from (``location``, :func:`redacted`). ``fetched_at``: when the content was read from
     its origin (aware UTC; a file's modification time); ``stale_error``: why a cached copy was
     used instead of a fresh one (``None`` when fresh)."""
 
@@ -48,6 +49,19 @@ class Fetched:
 
 def is_url(location: str) -> bool:
     return location.startswith(("http://", "https://"))
+
+
+def redacted(location: str) -> str:
+    """``location`` as it may be shown or logged: a URL's user-info and query values masked
+    (``https://***@host/vms.csv?token=***``), its fragment dropped; a path unchanged."""
+    if not is_url(location):
+        return location
+    parts = urlsplit(location)
+    netloc = parts.netloc.rpartition("@")
+    query = "&".join(f"{p.partition('=')[0]}=***" if "=" in p else "***"
+                     for p in parts.query.split("&") if p)
+    return urlunsplit((parts.scheme, f"***@{netloc[2]}" if netloc[1] else netloc[2],
+                       parts.path, query, ""))
 
 
 class CatalogFetcher:
@@ -92,11 +106,13 @@ class CatalogFetcher:
         return self.cache_dir / f"{digest}.csv", self.cache_dir / f"{digest}.json"
 
     def _fetch_url(self, url: str) -> Fetched:
+        # Only the request sees ``url``; texts and files get ``shown`` (it may carry a token).
+        shown = redacted(url)
         body_path, meta_path = self._paths(url)
         meta = _read_json(meta_path)
         cached = body_path.is_file() and meta is not None
         if cached and time.time() - meta["checked_at"] < self.max_age_s:
-            return Fetched(body_path.read_text(), url, _at(meta["fetched_at"]), True)
+            return Fetched(body_path.read_text(), shown, _at(meta["fetched_at"]), True)
         headers = {}
         if cached and meta.get("etag"):
             headers["If-None-Match"] = meta["etag"]
@@ -105,28 +121,31 @@ class CatalogFetcher:
         try:
             response = self._client.get(url, headers=headers)
         except httpx.HTTPError as exc:
-            return self._stale_or_raise(url, body_path, meta, f"{type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {str(exc).replace(url, shown)}"
+            return self._stale_or_raise(shown, body_path, meta, why)
         if response.status_code == 304 and cached:
             meta["checked_at"] = time.time()
             _write_atomic(meta_path, json.dumps(meta).encode())
-            return Fetched(body_path.read_text(), url, _at(meta["fetched_at"]), True)
+            return Fetched(body_path.read_text(), shown, _at(meta["fetched_at"]), True)
         if response.status_code != 200:
             if response.status_code == 404 and not cached:
-                raise NotFoundError(f"catalog {url}: HTTP 404", provider="catalog")
-            return self._stale_or_raise(url, body_path, meta, f"HTTP {response.status_code}")
+                raise NotFoundError(f"catalog {shown}: HTTP 404", provider="catalog")
+            return self._stale_or_raise(shown, body_path, meta, f"HTTP {response.status_code}")
         now = time.time()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         _write_atomic(body_path, response.content)
         _write_atomic(meta_path, json.dumps({
-            "url": url, "fetched_at": now, "checked_at": now,
+            "url": shown, "fetched_at": now, "checked_at": now,
             "etag": response.headers.get("etag"),
             "last_modified": response.headers.get("last-modified")}).encode())
-        return Fetched(response.text, url, _at(now), False)
+        return Fetched(response.text, shown, _at(now), False)
 
-    def _stale_or_raise(self, url: str, body_path: Path, meta: dict | None, why: str) -> Fetched:
+    def _stale_or_raise(self, shown: str, body_path: Path, meta: dict | None,
+                        why: str) -> Fetched:
         if body_path.is_file() and meta is not None:
-            return Fetched(body_path.read_text(), url, _at(meta["fetched_at"]), True, why)
-        raise TransientError(f"catalog {url}: {why}; no cached copy", provider="catalog")
+            return Fetched(body_path.read_text(), shown, _at(meta["fetched_at"]), True, why)
+        # No chained HTTP error: its request holds the real URL.
+        raise TransientError(f"catalog {shown}: {why}; no cached copy", provider="catalog") from None
 
 
 def _at(epoch_s: float) -> datetime:

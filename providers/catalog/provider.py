@@ -24,7 +24,7 @@ from pydantic import Field, model_validator
 
 from core.models import Market, Offer, PriceObservation, StrictModel
 from providers.base import Checked, CheckResult, Provider, Renames
-from providers.catalog.fetch import CATALOG_MAX_AGE_S, CatalogFetcher, Fetched
+from providers.catalog.fetch import CATALOG_MAX_AGE_S, CatalogFetcher, Fetched, is_url, redacted
 from providers.catalog.reader import CatalogEntry, CatalogRead, machine_of, parse_catalog
 from providers.errors import ProviderError
 
@@ -36,12 +36,16 @@ class CatalogSpec(StrictModel):
 
     provider: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_-]*$")
     path: Path | None = None
-    url: str | None = Field(default=None, pattern=r"^https?://")
+    url: str | None = None
 
     @model_validator(mode="after")
     def _one_location(self) -> CatalogSpec:
         if (self.path is None) == (self.url is None):
             raise ValueError("give exactly one of 'path' or 'url'")
+        # Checked here, not by a field pattern, so the error shows the entry as {...}: a URL
+        # may carry a password or token.
+        if self.url is not None and not is_url(self.url):
+            raise ValueError("url: must start with http:// or https://")
         return self
 
 
@@ -125,6 +129,7 @@ class CatalogProvider(Provider, Checked, Renames):
         return renamed
 
     def _location(self, spec: CatalogSpec) -> str:
+        """What is fetched; shown only as :func:`~providers.catalog.fetch.redacted`."""
         return spec.url if spec.url is not None else str(spec.path)
 
     def _read(self, index: int, spec: CatalogSpec) -> tuple[Fetched, CatalogRead]:
@@ -154,9 +159,10 @@ class CatalogProvider(Provider, Checked, Renames):
             except ProviderError as exc:
                 errors.append(exc)
                 if i not in self._last:
-                    log.warning("catalog %s skipped: %s", self._location(spec), exc)
+                    log.warning("catalog %s skipped: %s", redacted(self._location(spec)), exc)
                     continue
-                log.warning("catalog %s: keeping its last read: %s", self._location(spec), exc)
+                log.warning("catalog %s: keeping its last read: %s", redacted(self._location(spec)),
+                            exc)
                 fetched, read = self._last[i]
             if fetched.stale_error:
                 log.warning("catalog %s: using the cached copy (%.0f s old): %s",
@@ -181,7 +187,7 @@ class CatalogProvider(Provider, Checked, Renames):
         """Per catalog: can it be read, how old is it, how many offers did it give."""
         rows = []
         for i, spec in enumerate(self.config.catalogs):
-            where = self._location(spec)
+            where = redacted(self._location(spec))
             try:
                 fetched, read = self._read(i, spec)
             except ProviderError as exc:

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from providers.base import Checked, Compute, Provider, Renames
-from providers.catalog.fetch import CatalogFetcher
+from providers.catalog.fetch import CatalogFetcher, redacted
 from providers.catalog.provider import CatalogConfig, CatalogProvider
 from providers.catalog.reader import CatalogFormatError, parse_catalog
 from providers.errors import NotFoundError, ProviderError, TransientError
 from core.config import shared_data_dir
+from scheduler.observability.logs import NOISY_LOGGERS
 from scheduler.provider_setup import ProviderConfigError, build_providers
 
 CATALOGS = {
@@ -187,3 +188,52 @@ def test_an_unreachable_catalog_does_not_hide_the_others(http_server, tmp_path):
         {"provider": "lambda", "url": "http://127.0.0.1:1/lambda/vms.csv"}]), tmp_path / "c2")
     with pytest.raises(ProviderError):
         alone.list_offers()
+
+
+SECRETS = ("S3cretPassw0rd", "T0kenValue99", "user:")
+
+
+def test_a_location_is_shown_with_its_credentials_masked():
+    assert redacted("https://user:S3cretPassw0rd@127.0.0.1:9/vms.csv?token=T0kenValue99&x") == (
+        "https://***@127.0.0.1:9/vms.csv?token=***&***")
+    assert redacted("https://example.org/vms.csv") == "https://example.org/vms.csv"
+    assert redacted("/data/gcp/vms.csv") == "/data/gcp/vms.csv"
+
+
+def test_a_catalog_url_with_credentials_is_never_shown_or_logged(http_server, tmp_path, caplog):
+    """Logs, errors, check rows and the cache's metadata name the URL masked; the real URL is
+    what is fetched."""
+    base, server = http_server
+    secret_url = base.replace("http://", "http://user:S3cretPassw0rd@") + "/vms.csv?token=T0kenValue99"
+    config = CatalogConfig(kind="catalog", max_age_s=0, catalogs=[
+        {"provider": "lambda", "url": secret_url},
+        {"provider": "vast", "url": "https://user:S3cretPassw0rd@127.0.0.1:9/vms.csv?token=T0kenValue99"}])
+    provider = CatalogProvider(config, tmp_path / "cache")
+    shown: list[str] = []
+    with caplog.at_level("INFO"):
+        assert {o.provider for o in provider.list_offers()} == {"lambda"}
+        shown += [f"{c.check} {c.detail}" for c in provider.check()]
+        server.shutdown()
+        server.server_close()
+        provider.list_offers()  # lambda: the cached copy, its refresh failed
+        shown += [f"{c.check} {c.detail}" for c in provider.check()]
+        alone = CatalogProvider(config.model_copy(update={"catalogs": config.catalogs[1:]}),
+                                tmp_path / "c2")
+        with pytest.raises(ProviderError) as caught:
+            alone.list_offers()
+    # httpx's own INFO request lines are never emitted: the daemon keeps it at WARNING.
+    shown += [r.getMessage() for r in caplog.records
+              if r.name.split(".")[0] not in NOISY_LOGGERS] + [str(caught.value)]
+    shown += [p.read_text() for p in (tmp_path / "cache").rglob("*.json")]
+    assert any("catalog http://***@127.0.0.1:" in s and "vms.csv?token=***" in s for s in shown)
+    assert any("refresh failed" in s for s in shown) and any("skipped" in s for s in shown)
+    leaks = [s for s in shown if any(secret in s for secret in SECRETS)]
+    assert leaks == []
+
+
+def test_a_url_refused_by_the_config_is_not_echoed(tmp_path):
+    entry = {"kind": "catalog", "catalogs": [
+        {"provider": "lambda", "url": "ftp://user:S3cretPassw0rd@h/vms.csv?token=T0kenValue99"}]}
+    with pytest.raises(ProviderConfigError, match="http:// or https://") as caught:
+        build_providers([entry], tmp_path, tmp_path)
+    assert not any(secret in str(caught.value) for secret in SECRETS)
