@@ -55,9 +55,13 @@ class WebhookDeliverer:
     """Callable apscheduler job: POST the alerts queued in ``outbox`` to ``url``. Never raises
     (a failure is logged and retried in a later run). Returns how many alerts were delivered.
 
-    Each run makes at most ``batch`` POSTs (one per alert, ``timeout_s`` each) and stops
-    starting new ones after ``run_s`` seconds or :meth:`stop`; a failed alert is retried after
-    ``backoff_s`` × 2^(tries-1) (capped at ``backoff_max_s``) seconds."""
+    Each run makes at most ``batch`` POSTs (one per alert, each with the full ``timeout_s``)
+    and starts none once less than ``timeout_s`` is left of its ``run_s`` seconds, or after
+    :meth:`stop`, so a run ends within ``run_s``; a failed alert is retried after
+    ``backoff_s`` × 2^(tries-1) (capped at ``backoff_max_s``) seconds.
+
+    Raises:
+        ValueError: ``run_s`` is shorter than ``timeout_s`` (no POST would ever start)."""
 
     def __init__(self, outbox: BudgetOutbox, url: str, *,
                  timeout_s: float = BUDGET_WEBHOOK_TIMEOUT_S,
@@ -66,6 +70,9 @@ class WebhookDeliverer:
                  backoff_s: float = BUDGET_WEBHOOK_BACKOFF_S,
                  backoff_max_s: float = BUDGET_WEBHOOK_BACKOFF_MAX_S,
                  max_age_s: float = BUDGET_WEBHOOK_MAX_AGE_S) -> None:
+        if run_s < timeout_s:
+            raise ValueError(f"run_s ({run_s} s) is shorter than one POST's timeout_s "
+                             f"({timeout_s} s)")
         self.outbox = outbox
         self.url = url
         self.timeout_s = timeout_s
@@ -97,8 +104,9 @@ class WebhookDeliverer:
         remaining = self.outbox.queued()
         with httpx.Client(follow_redirects=False) as client:
             while remaining > 0 and posts < self.batch and not self._stopping.is_set():
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
+                # A POST cut short by the run's end would count a healthy receiver as failed
+                # and send it the alert again.
+                if deadline - time.monotonic() < self.timeout_s:
                     break
                 raw = self.outbox.take()
                 if raw is None:
@@ -112,7 +120,7 @@ class WebhookDeliverer:
                 try:
                     resp = client.post(self.url, content=json.dumps(alert, sort_keys=True),
                                        headers={"content-type": "application/json"},
-                                       timeout=min(self.timeout_s, left_s))
+                                       timeout=self.timeout_s)
                     if not resp.is_success:
                         raise _Rejected(f"HTTP {resp.status_code}")
                 except (httpx.HTTPError, _Rejected) as exc:

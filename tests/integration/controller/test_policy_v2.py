@@ -242,7 +242,8 @@ def test_user_budget_spent_by_other_jobs_stops_a_pending_job(ctx):
 class _Receiver:
     """A real local HTTP server recording POSTed JSON; answers ``codes`` in turn, then 200.
     Alerts of a job in ``slow`` are answered after ``slow_s`` (never recorded); of a job in
-    ``per_job`` with that status code (e.g. a 307 redirect to a path that would accept it)."""
+    ``per_job`` with that status code (e.g. a 307 redirect to a path that would accept it).
+    Every answer takes at least ``delay_s``."""
 
     def __init__(self, codes=()):
         self.bodies: list[dict] = []
@@ -250,12 +251,14 @@ class _Receiver:
         self.slow: set[str] = set()
         self.slow_s = 5.0
         self.per_job: dict[str, int] = {}
+        self.delay_s = 0.0
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["content-length"]))
                 job_id = json.loads(body).get("job_id")
+                time.sleep(outer.delay_s)
                 if job_id in outer.slow:
                     time.sleep(outer.slow_s)
                     return
@@ -348,9 +351,28 @@ def test_a_run_stops_after_its_time_budget(redis_client, receiver):
     deliver = WebhookDeliverer(outbox, receiver.url, timeout_s=0.3, run_s=0.5,
                                backoff_s=0)
     deliver()
-    # At most two POSTs fit in the run (the second one cut to what is left of the budget).
+    # One POST fits: the second would have less than its timeout left of the run.
     assert outbox.pending() == 4 and receiver.bodies == []
     assert redis_client.llen(keys.BUDGET_INFLIGHT) == 0
+
+
+def test_a_healthy_receiver_gets_each_alert_once_at_the_end_of_a_run(redis_client, receiver):
+    """Every POST gets its full timeout: one that would have less than that left of the run
+    waits for the next run rather than failing (and being sent again)."""
+    outbox = BudgetOutbox(redis_client)
+    receiver.delay_s = 0.6  # a healthy receiver: it answers well within the timeout
+    for job_id in ("a", "b", "c"):
+        outbox.push({"job_id": job_id, "threshold": 0.8})
+    deliver = WebhookDeliverer(outbox, receiver.url, timeout_s=1.0, run_s=1.5, backoff_s=0)
+    runs = [deliver() for _ in range(4)]
+    assert sum(runs) == 3 and outbox.pending() == 0
+    assert sorted(b["job_id"] for b in receiver.bodies) == ["a", "b", "c"]
+
+
+def test_a_run_shorter_than_one_post_is_refused(redis_client):
+    with pytest.raises(ValueError, match="run_s"):
+        WebhookDeliverer(BudgetOutbox(redis_client), "http://127.0.0.1:9/hook", timeout_s=2,
+                         run_s=1)
 
 
 def test_webhook_dead_letters_after_its_attempts(redis_client, receiver, caplog):
