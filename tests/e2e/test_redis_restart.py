@@ -85,7 +85,10 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     steps = _periodic_checkpoint_steps(first)
     every = int(E2E_ENV["CHARLM_CHECKPOINT_EVERY"])
     assert steps == list(range(every, steps[-1] + 1, every)), steps
-    assert steps[-1] > steps_before + 2 * every, (steps_before, steps)  # ran through the outage
+    # It ran through the outage: two more periodic checkpoints after the one seen before the
+    # kill. The market reclaims the instance at a fixed market time, so how many more fit
+    # depends on how fast the training runs on a loaded machine (2 to 4 on two shared cores).
+    assert steps[-1] >= steps_before + 2 * every, (steps_before, steps)
     # The daemon did see the outage (and lived through it).
     log = (daemon.home / "daemon-1.log").read_text(errors="replace")
     assert "Connection refused" in log or "Error 111" in log
