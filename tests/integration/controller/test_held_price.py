@@ -103,6 +103,17 @@ def _running(ctx, poll, **overrides) -> Job:
     return job
 
 
+def _stopped_for_max_price(ctx, poll, market, job: Job) -> Job:
+    """At market hour 2.0 (the held offer's price has crossed the job's max), one poll and one
+    pass: the job is asked to stop for its max price. Returns the job as stored then."""
+    _sleep_until(market.wall(2.0))
+    poll()
+    reconcile_pass(ctx)  # within one poll of the price crossing the max
+    job = ctx.store.jobs.get(job.id)
+    assert job.stop_request.kind is StopKind.MAX_PRICE
+    return job
+
+
 def _setup(replay_market, redis_client, *offers):
     text = _market(*offers)
     provider = replay_market(text)
@@ -156,13 +167,8 @@ def test_the_bill_integrates_the_held_offers_price_series(replay_market, redis_c
 
 def test_above_max_price_the_job_checkpoints_waits_and_resumes(replay_market, redis_client):
     ctx, poll, market = _setup(replay_market, redis_client, HELD)
-    job = _running(ctx, poll, max_price_usd_per_hour=1.5)
-    _sleep_until(market.wall(2.0))
-    poll()
-    reconcile_pass(ctx)  # within one poll of the price crossing the max
-    job = ctx.store.jobs.get(job.id)
+    job = _stopped_for_max_price(ctx, poll, market, _running(ctx, poll, max_price_usd_per_hour=1.5))
     assert job.state is JobState.CHECKPOINTING
-    assert job.stop_request.kind is StopKind.MAX_PRICE
     event = job.events[-1]
     assert event.kind == "max-price" and event.price_usd_per_hour == 2.0
     assert "held offer's spot price $2.00/h is above max_price_usd_per_hour $1.50/h" \
@@ -202,12 +208,7 @@ def test_above_max_price_the_job_checkpoints_waits_and_resumes(replay_market, re
 
 def test_above_max_price_the_job_moves_to_a_compliant_offer(replay_market, redis_client):
     ctx, poll, market = _setup(replay_market, redis_client, HELD, ALTERNATIVE)
-    job = _running(ctx, poll, max_price_usd_per_hour=1.5)
-    _sleep_until(market.wall(2.0))
-    poll()
-    reconcile_pass(ctx)
-    job = ctx.store.jobs.get(job.id)
-    assert job.stop_request.kind is StopKind.MAX_PRICE
+    job = _stopped_for_max_price(ctx, poll, market, _running(ctx, poll, max_price_usd_per_hour=1.5))
     _report(ctx, job, AgentPhase.CHECKPOINTED, checkpoint_id="c1")
     reconcile_pass(ctx)
     reconcile_pass(ctx)
@@ -232,12 +233,7 @@ def test_a_price_hovering_at_the_max_does_not_bounce_the_job_back_at_once(replay
     even when its price is back under the max: the job waits, saying until when."""
     from scheduler.timing import LEFT_OFFER_COOLDOWN_H
     ctx, poll, market = _setup(replay_market, redis_client, HOVERING)
-    job = _running(ctx, poll, max_price_usd_per_hour=1.0)
-    _sleep_until(market.wall(2.0))
-    poll()
-    reconcile_pass(ctx)
-    job = ctx.store.jobs.get(job.id)
-    assert job.stop_request.kind is StopKind.MAX_PRICE
+    job = _stopped_for_max_price(ctx, poll, market, _running(ctx, poll, max_price_usd_per_hour=1.0))
     _report(ctx, job, AgentPhase.CHECKPOINTED, checkpoint_id="c1")
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
