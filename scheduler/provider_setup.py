@@ -22,6 +22,7 @@ entry, the field and the problem.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from collections.abc import Callable
@@ -129,7 +130,10 @@ def _refuse_credentials(entry: dict[str, Any]) -> None:
     never their values (a model's "unknown field" error would echo them)."""
     secrets = _secret_like_fields(entry)
     if secrets:
-        where = _CREDENTIALS_COME_FROM.get(entry.get("kind"), "this kind needs none")
+        kind = entry.get("kind")
+        where = _CREDENTIALS_COME_FROM.get(kind, "this kind needs none")
+        if kind in _PACKAGE_KINDS:
+            where = importlib.import_module(f"providers.{kind}.setup").CREDENTIALS_COME_FROM
         raise ProviderConfigError(
             f"{', '.join(sorted(secrets))}: credentials do not belong in the config file "
             f"(value not shown); {where}")
@@ -185,8 +189,19 @@ def _catalog(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     return CatalogProvider(config, home / "catalogs")
 
 
+def _from_package(kind: str) -> Factory:
+    """The factory of a kind whose package builds its own adapter: ``providers.<kind>.setup``
+    defines ``from_config(entry, base, home) -> Provider`` (its strict model documents the
+    fields) and ``CREDENTIALS_COME_FROM`` (told when an entry carries credentials)."""
+    def factory(entry: dict[str, Any], base: Path, home: Path) -> Provider:
+        return importlib.import_module(f"providers.{kind}.setup").from_config(entry, base, home)
+    return factory
+
+
+_PACKAGE_KINDS = ("vastai", "azure", "gcp", "fleet")
 FACTORIES: dict[str, Factory] = {"replay": _replay, "aws": _aws, "catalog": _catalog,
-                                 "aliyun": _aliyun}
+                                 "aliyun": _aliyun,
+                                 **{kind: _from_package(kind) for kind in _PACKAGE_KINDS}}
 
 
 def default_entries() -> list[dict[str, Any]]:

@@ -56,8 +56,12 @@ class Offer(ValueModel):
     interruption frequency as a fraction in [0, 1] (the AWS Spot Advisor notion: share of spot
     instances reclaimed over a trailing month); on-demand offers carry 0; ``None`` when the
     source rates none (an adapter leaves it so; the service gives it the policies' prior,
-    :data:`policies.priors.UNKNOWN_SPOT_RISK`, before the offer is stored). ``observed_at`` is
-    aware UTC, when the provider reported the offer.
+    :data:`policies.priors.UNKNOWN_SPOT_RISK`, before the offer is stored).
+    ``interruption_notice_s`` is the warning a spot instance of this market gets before it is
+    reclaimed, in seconds, as its provider documents it (AWS 120, Alibaba 300, Azure and GCP
+    30); ``0`` for a market that reclaims without notice (a Vast.ai interruptible instance that
+    is outbid just stops), ``None`` when unknown. ``observed_at`` is aware UTC, when the
+    provider reported the offer.
     """
 
     provider: str = Field(min_length=1)
@@ -75,6 +79,7 @@ class Offer(ValueModel):
         default=None, ge=0, description="the same instance type's on-demand price, for savings"
     )
     interruption_risk: float | None = Field(default=0.0, ge=0, le=1)
+    interruption_notice_s: float | None = Field(default=None, ge=0)
     observed_at: datetime
 
     _validate_observed_at = field_validator("observed_at")(ensure_utc)
