@@ -21,7 +21,7 @@ from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.pricing import hold_price, settle
-from scheduler.controller.transitions import finish, save
+from scheduler.controller.transitions import end_placement, finish, save, wait
 from core.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
 from scheduler.store import Lease, LeaseLostError, Leases, StaleJobError, keys
@@ -41,6 +41,9 @@ def step(ctx: Context, job: Job) -> Job | None:
     if job.cancel_requested and job.placement is None:
         job.record(JobState.CANCELLED, "cancelled before any instance ran", at=ctx.clock())
         return save(ctx, job)
+    unconfigured = _unconfigured_provider(ctx, job)
+    if unconfigured is not None:
+        return _provider_not_configured(ctx, job, unconfigured)
     settled = settle(ctx, job)
     if settled is not None:
         return settled
@@ -61,6 +64,41 @@ def step(ctx: Context, job: Job) -> Job | None:
                           else f"cancelled while launching; instance {leaked} terminated")
         return launch(ctx, job)
     return observe(ctx, job) or hold_price(ctx, job) or consider_move(ctx, job)
+
+
+def _unconfigured_provider(ctx: Context, job: Job) -> str | None:
+    """Why no configured adapter launches for the provider of the job's placement (the daemon
+    was restarted with a config without it); ``None`` when one does or there is no placement."""
+    if job.placement is None:
+        return None
+    try:
+        ctx.providers.compute(job.placement.offer.provider)
+    except KeyError as exc:
+        return str(exc.args[0])
+    return None
+
+
+def _provider_not_configured(ctx: Context, job: Job, why: str) -> Job | None:
+    """An attempt that never launched is given up and the job placed again. A launched
+    instance can be neither observed nor terminated from here, so the job waits rather than
+    run twice; a cancel then ends it, saying that the instance must be terminated at the
+    provider."""
+    placement = job.placement
+    assert placement is not None
+    name = placement.offer.provider
+    if placement.instance_id is None:
+        end_placement(ctx, job, PlacementEnd.LAUNCH_FAILED)
+        job.record(JobState.PENDING, f"{why}; placing the job again", at=ctx.clock())
+        return save(ctx, job)
+    if job.cancel_requested:
+        end_placement(ctx, job, PlacementEnd.CANCELLED)
+        job.record(JobState.CANCELLED,
+                   f"cancelled; instance {placement.instance_id} was not terminated ({why}): "
+                   f"terminate it at {name}", at=ctx.clock())
+        return save(ctx, job)
+    return wait(ctx, job, f"{why}: instance {placement.instance_id} can be neither observed "
+                          f"nor terminated; configure {name} again, or cancel the job and "
+                          f"terminate the instance at {name}")
 
 
 def _launched_anyway(ctx: Context, job: Job) -> str | None:

@@ -230,3 +230,41 @@ def test_silence_during_this_daemons_outage_is_not_the_agents(ctx, provider):
     reconcile_pass(ctx)
     job = ctx.store.jobs.get(job.id)
     assert job.state is JobState.MIGRATING and "agent silent" in job.events[-1].message
+
+
+def _without_providers(ctx):
+    """The same store under a daemon restarted with no provider configured."""
+    from dataclasses import replace
+
+    from scheduler.controller.context import ProviderRegistry
+    return replace(ctx, providers=ProviderRegistry([]))
+
+
+def test_a_placement_on_a_provider_no_longer_configured_waits_once_then_cancels(ctx, provider):
+    job = _running(ctx, provider)
+    bare = _without_providers(ctx)
+    for _ in range(3):
+        reconcile_pass(bare)
+    job = ctx.store.jobs.get(job.id)
+    waits = [e.message for e in job.events if "can be neither observed nor terminated" in e.message]
+    assert job.state is JobState.RUNNING and len(waits) == 1
+    assert "no provider configured for 'aws'" in waits[0] and job.placement.instance_id in waits[0]
+    job.cancel_requested = True
+    ctx.store.jobs.save(job)
+    reconcile_pass(bare)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.CANCELLED and "terminate it at aws" in job.events[-1].message
+    assert job.placements[-1].end_reason.value == "cancelled"
+    # The instance was left alone: a daemon that cannot see it must not claim it is gone.
+    assert not provider.describe({TAG_JOB: job.id})[0].state.is_gone()
+
+
+def test_an_unlaunched_placement_on_a_provider_no_longer_configured_is_placed_again(ctx, provider):
+    from scheduler.controller.placing import place
+    ctx.store.offers.replace_offers("aws", provider.list_offers())
+    job = place(ctx, _submit(ctx))
+    assert job.placement is not None and job.placement.instance_id is None
+    reconcile_pass(_without_providers(ctx))
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.PENDING and "placing the job again" in job.events[-1].message
+    assert job.placement is None and job.placements[-1].end_reason.value == "launch-failed"
