@@ -47,12 +47,15 @@ class LaunchRequest(StrictModel):
     - **tags**: ownership tags (``core.models.instances.TAG_*``) put on the instance.
     - **agent_env**: environment for the node agent on the instance (API URL, agent token,
       job id, checkpoint store). Secrets in it must go only to the instance, never to logs.
+    - **max_price_usd_per_hour**: the job's price cap (``JobSpec.max_price_usd_per_hour``),
+      for markets where the launch itself names a price (a bid); None when the job has none.
     """
 
     offer: Offer
     client_token: str = Field(min_length=1, max_length=64)
     tags: dict[str, str] = Field(default_factory=dict)
     agent_env: dict[str, str] = Field(default_factory=dict)
+    max_price_usd_per_hour: float | None = Field(default=None, gt=0)
 
 
 @dataclass(frozen=True)

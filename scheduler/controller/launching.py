@@ -37,6 +37,7 @@ def launch(ctx: Context, job: Job) -> Job | None:
             client_token=placement.client_token,
             tags={TAG_OWNER: ctx.owner, TAG_JOB: job.id, TAG_ATTEMPT: str(placement.attempt)},
             agent_env=ctx.bootstrap.env_for(job, placement.attempt),
+            max_price_usd_per_hour=job.spec.max_price_usd_per_hour,
         )
         try:
             instance = provider.launch(request)
