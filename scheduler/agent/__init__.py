@@ -9,11 +9,13 @@ environment it reads.
 from scheduler.agent.notices import (
            AliyunNotices,
            AwsImdsNotices,
+           AzureScheduledEvents,
+           GcpMetadataNotices,
            NoNotices,
            make_notice_source,
 )
 from scheduler.agent.runner import Agent, main
 from scheduler.agent.settings import AgentSettings
 
-__all__ = ["Agent", "AgentSettings", "AliyunNotices", "AwsImdsNotices", "NoNotices", "main",
-           "make_notice_source"]
+__all__ = ["Agent", "AgentSettings", "AliyunNotices", "AwsImdsNotices", "AzureScheduledEvents",
+           "GcpMetadataNotices", "NoNotices", "main", "make_notice_source"]

@@ -1,4 +1,5 @@
-"""Preemption notices from instance metadata (AWS IMDSv2, Alibaba ECS), one class per flavor.
+"""Preemption notices from instance metadata (AWS IMDSv2, Alibaba ECS, Azure Scheduled Events, the
+GCP metadata server), one class per flavor.
 
 Sources (see ``shared/data/api_examples``):
 
@@ -9,6 +10,16 @@ Sources (see ``shared/data/api_examples``):
   404, or ``{"noticeTime": "2020-10-27T08:22:00Z"}``.
 - Alibaba ``GET /latest/meta-data/instance/spot/termination-time``: 404 when there is no
   notice, else ``2020-04-07T17:03:00Z`` (UTC), about 5 minutes ahead.
+- Azure ``GET /metadata/scheduledevents?api-version=2020-07-01`` with header ``Metadata: true``
+  (400 without it): ``{"DocumentIncarnation": int, "Events": [...]}``; an event with
+  ``EventType`` ``Preempt``, ``EventStatus`` ``Scheduled`` (or ``Started``) and this VM's name in
+  ``Resources`` is the notice, ``NotBefore`` (RFC 1123, ``Tue, 09 Aug 2022 17:07:32 GMT``) at
+  least 30 s ahead. The VM's name comes from ``GET /metadata/instance/compute/name
+  ?api-version=2021-02-01&format=text``. Approving the event is ``POST`` of
+  ``{"StartRequests": [{"EventId": ...}]}`` to the same URL, which lets Azure evict at once.
+- GCP ``GET /computeMetadata/v1/instance/preempted`` with header ``Metadata-Flavor: Google``:
+  ``FALSE``, or ``TRUE`` once the preemption started; the VM is stopped about 30 s later (no
+  time is given, so the notice's time is 30 s after the agent first read ``TRUE``).
 
 Unreachable metadata means "no notice": the job keeps running, and the problem is logged once
 at warning level until the metadata answers again.
@@ -19,9 +30,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import ClassVar, Protocol, TypeVar
 
 import httpx
 
@@ -43,8 +56,16 @@ AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
 AWS_INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 AWS_REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 ALIYUN_TERMINATION_PATH = "/latest/meta-data/instance/spot/termination-time"
-FLAVORS = ("aws", "aliyun", "none")
-DEFAULT_BASE_URLS = {"aws": "http://169.254.169.254", "aliyun": "http://100.100.100.200"}
+AZURE_EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
+AZURE_VM_NAME_PATH = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
+AZURE_HEADERS = {"Metadata": "true"}
+GCP_PREEMPTED_PATH = "/computeMetadata/v1/instance/preempted"
+GCP_HEADERS = {"Metadata-Flavor": "Google"}
+# GCP sends ACPI G3 Mechanical Off 30 s after the preemption notice (Spot and preemptible VMs).
+GCP_NOTICE_S = 30.0
+FLAVORS = ("aws", "aliyun", "azure", "gcp", "none")
+DEFAULT_BASE_URLS = {"aws": "http://169.254.169.254", "aliyun": "http://100.100.100.200",
+                     "azure": "http://169.254.169.254", "gcp": "http://metadata.google.internal"}
 
 
 def parse_utc(text: str) -> datetime:
@@ -93,6 +114,71 @@ def parse_aliyun_termination_time(
                             received_at=received_at or utcnow())
 
 
+def parse_rfc1123(text: str) -> datetime:
+    """``Tue, 09 Aug 2022 17:07:32 GMT`` (Azure's ``NotBefore``) → aware UTC datetime.
+    Raises ``ValueError`` when ``text`` is not such a time."""
+    try:
+        value = parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"time {text!r} is not an RFC 1123 date: {exc}") from None
+    if value.tzinfo is None:
+        raise ValueError(f"time {text!r} has no timezone")
+    return ensure_utc(value)
+
+
+@dataclass(frozen=True)
+class AzurePreemption:
+    """This VM's ``Preempt`` event: its ``EventId`` (to approve it) and the notice."""
+
+    event_id: str
+    notice: PreemptionNotice
+
+
+def parse_azure_scheduled_events(body: str | bytes, vm_name: str,
+                                 received_at: datetime | None = None,
+                                 ) -> tuple[int, AzurePreemption | None]:
+    """A Scheduled Events document → ``(DocumentIncarnation, this VM's Preempt event or None)``.
+
+    Only events with ``EventType`` ``Preempt``, ``EventStatus`` ``Scheduled`` or ``Started`` and
+    ``vm_name`` in ``Resources`` count (a document lists the events of every VM of an
+    availability set or scale set; Freeze, Reboot, Redeploy and Terminate are maintenance, not
+    a reclaim). ``action_at`` is ``NotBefore``, or ``received_at`` for a ``Started`` event
+    whose ``NotBefore`` is empty. Raises ``ValueError`` when the body is not such a document.
+    """
+    received_at = received_at or utcnow()
+    try:
+        data = json.loads(body)
+        incarnation, events = int(data["DocumentIncarnation"]), data["Events"]
+        if not isinstance(events, list):
+            raise TypeError("Events is not a list")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError("scheduled events are not {'DocumentIncarnation', 'Events'} JSON: "
+                         f"{exc}") from None
+    for event in events:
+        if not isinstance(event, dict) or event.get("EventType") != "Preempt":
+            continue
+        if event.get("EventStatus") not in ("Scheduled", "Started"):
+            continue
+        if vm_name not in (event.get("Resources") or []):
+            continue
+        event_id, not_before = event.get("EventId"), event.get("NotBefore") or ""
+        if not isinstance(event_id, str) or not event_id:
+            raise ValueError("a Preempt event has no EventId")
+        action_at = parse_rfc1123(not_before) if not_before else received_at
+        return incarnation, AzurePreemption(event_id, PreemptionNotice(
+            action="terminate", action_at=action_at, received_at=received_at))
+    return incarnation, None
+
+
+def parse_gcp_preempted(text: str) -> bool:
+    """GCP ``instance/preempted`` text → ``True`` for ``TRUE``, ``False`` for ``FALSE``.
+    Raises ``ValueError`` for anything else."""
+    value = text.strip().upper()
+    if value not in ("TRUE", "FALSE"):
+        raise ValueError(f"instance/preempted is not TRUE or FALSE: {text[:40]!r}")
+    return value == "TRUE"
+
+
 class NoticeSource(Protocol):
     """Something that says whether this instance is about to be reclaimed."""
 
@@ -100,21 +186,33 @@ class NoticeSource(Protocol):
         """The current notice, or ``None`` (also when the metadata cannot be read). Never raises."""
         ...
 
+    def acknowledge(self) -> bool:
+        """Tell the cloud this instance is ready to go (after its final checkpoint landed).
+        Only Azure has such a call; elsewhere a no-op returning ``False``. Never raises."""
+        ...
+
     def close(self) -> None: ...
 
 
 class NoNotices:
-    """The ``none`` flavor (on-demand or local machines): there is never a notice."""
+    """The ``none`` flavor (on-demand or local machines, or a market that reclaims without
+    notice, such as a Vast.ai interruptible instance that is outbid): there is never a notice."""
 
     def poll(self) -> PreemptionNotice | None:
         return None
+
+    def acknowledge(self) -> bool:
+        return False
 
     def close(self) -> None:
         pass
 
 
 class _MetadataClient:
-    """Shared HTTP plumbing: one client, short timeouts, "log once" for an unreachable server."""
+    """Shared HTTP plumbing: one client, short timeouts, "log once" for an unreachable server.
+    ``headers`` go with every read (the header each cloud's metadata server insists on)."""
+
+    headers: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
@@ -123,6 +221,9 @@ class _MetadataClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def acknowledge(self) -> bool:
+        return False
 
     def _unreachable(self, exc: Exception) -> None:
         if not self._unreachable_logged:
@@ -136,7 +237,7 @@ class _MetadataClient:
             self._unreachable_logged = False
 
     def _get(self, path: str) -> httpx.Response:
-        return self._http.get(self.base_url + path)
+        return self._http.get(self.base_url + path, headers=self.headers)
 
     def _read(self, path: str) -> str | None:
         """Body of ``path``, ``None`` for 404 or when the metadata cannot be read."""
@@ -217,8 +318,97 @@ class AliyunNotices(_MetadataClient):
                             "termination-time")
 
 
+class AzureScheduledEvents(_MetadataClient):
+    """Spot eviction notices from Azure's Scheduled Events (instance metadata service).
+
+    - **base_url**: metadata root, e.g. ``http://169.254.169.254`` (no ``/metadata``).
+    - **vm_name** (optional): this VM's name as ``Resources`` lists it; default: read once
+      from the instance metadata (``compute/name``).
+
+    :meth:`acknowledge` approves the Preempt event last seen. Not thread-safe.
+    """
+
+    headers = AZURE_HEADERS
+
+    def __init__(self, base_url: str, vm_name: str | None = None) -> None:
+        super().__init__(base_url)
+        self.vm_name = vm_name
+        self.incarnation: int | None = None
+        self.preemption: AzurePreemption | None = None
+
+    def poll(self) -> PreemptionNotice | None:
+        if self.vm_name is None:
+            name = self._read(AZURE_VM_NAME_PATH)
+            if not name or not name.strip():
+                return None
+            self.vm_name = name.strip()
+        vm_name = self.vm_name
+        found = self._parsed(AZURE_EVENTS_PATH,
+                             lambda body: parse_azure_scheduled_events(body, vm_name),
+                             "scheduled events")
+        if found is None:
+            return None
+        self.incarnation, preemption = found
+        if preemption is not None:
+            self.preemption = preemption
+        return preemption.notice if preemption else None
+
+    def acknowledge(self) -> bool:
+        """POST ``{"StartRequests": [{"EventId": ...}]}`` for the Preempt event seen; ``True``
+        when the metadata answered 200. Quiet (logged) on failure: Azure evicts at
+        ``NotBefore`` anyway."""
+        if self.preemption is None:
+            return False
+        body = {"StartRequests": [{"EventId": self.preemption.event_id}]}
+        try:
+            answer = self._http.post(self.base_url + AZURE_EVENTS_PATH, json=body,
+                                     headers=self.headers)
+        except httpx.HTTPError as exc:
+            logger.warning("could not approve Azure event %s: %s", self.preemption.event_id,
+                           type(exc).__name__)
+            return False
+        if answer.status_code != 200:
+            logger.warning("Azure refused to start event %s: HTTP %d %s",
+                           self.preemption.event_id, answer.status_code, answer.text[:200])
+            return False
+        logger.info("approved Azure Preempt event %s", self.preemption.event_id)
+        return True
+
+
+class GcpMetadataNotices(_MetadataClient):
+    """Spot preemption notices from the GCP metadata server (``instance/preempted``).
+
+    - **base_url**: metadata root, e.g. ``http://metadata.google.internal``.
+    - **notice_s**: seconds from the flip to ``TRUE`` until the VM is stopped (30).
+
+    The notice, once seen, is kept: its ``action_at`` is when ``TRUE`` was first read plus
+    ``notice_s``. Not thread-safe.
+    """
+
+    headers = GCP_HEADERS
+
+    def __init__(self, base_url: str, notice_s: float = GCP_NOTICE_S) -> None:
+        super().__init__(base_url)
+        self.notice_s = notice_s
+        self._notice: PreemptionNotice | None = None
+
+    def poll(self) -> PreemptionNotice | None:
+        if self._notice is None and self._parsed(GCP_PREEMPTED_PATH, parse_gcp_preempted,
+                                                 "instance/preempted"):
+            now = utcnow()
+            self._notice = PreemptionNotice(action="terminate", received_at=now,
+                                            action_at=now + timedelta(seconds=self.notice_s))
+        return self._notice
+
+
+_SOURCES: dict[str, Callable[[str], NoticeSource]] = {
+    "aws": AwsImdsNotices, "aliyun": AliyunNotices, "azure": AzureScheduledEvents,
+    "gcp": GcpMetadataNotices,
+}
+
+
 def make_notice_source(flavor: str, base_url: str | None) -> NoticeSource:
-    """The notice source for ``flavor`` (``aws`` | ``aliyun`` | ``none``).
+    """The notice source for ``flavor`` (one of :data:`FLAVORS`).
 
     - **base_url**: metadata root; ``None`` uses the cloud's link-local default.
 
@@ -226,7 +416,6 @@ def make_notice_source(flavor: str, base_url: str | None) -> NoticeSource:
     """
     if flavor == "none":
         return NoNotices()
-    if flavor not in DEFAULT_BASE_URLS:
+    if flavor not in _SOURCES:
         raise ValueError(f"metadata flavor {flavor!r} unknown; allowed: {', '.join(FLAVORS)}")
-    url = base_url or DEFAULT_BASE_URLS[flavor]
-    return AwsImdsNotices(url) if flavor == "aws" else AliyunNotices(url)
+    return _SOURCES[flavor](base_url or DEFAULT_BASE_URLS[flavor])

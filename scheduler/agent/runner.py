@@ -8,7 +8,8 @@ One agent runs one attempt of one job on one instance, then exits:
 4. every second: poll the preemption notice; every heartbeat: report (the answer may be
    ``stop``); every ``sync_interval_s``: commit the checkpoint folder if it changed;
 5. on a notice, a ``stop`` command, or SIGTERM/SIGINT to the agent: report ``checkpointing``,
-   signal the job's group, wait ``grace_s`` (then SIGKILL), commit, report ``checkpointed``;
+   signal the job's group, wait ``grace_s`` (then SIGKILL), commit, acknowledge the notice
+   once the commit landed (Azure's event approval), report ``checkpointed``;
    when the command exits by itself: commit (``final`` if it exited 0), report ``succeeded`` or
    ``failed``.
 
@@ -204,6 +205,10 @@ class Agent:
         job.finish()
         logger.info("job exited with %d after %s", code, spec.signal)
         landed, problem = self._commit_after_exit(final=False, force=False)
+        if landed and self.notice is not None:
+            # Only now may the cloud take the instance (Azure then evicts without waiting for
+            # NotBefore); the final report follows, as the instance may go at any moment.
+            self.notices.acknowledge()
         return self._final(AgentPhase.CHECKPOINTED, landed, exit_code=code,
                            message="; ".join(m for m in (reason, problem) if m))
 

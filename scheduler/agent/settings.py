@@ -9,7 +9,12 @@
 ``GA_ATTEMPT``      placement attempt, integer ≥ 1                                  (required)
 ``GA_STORE_URL``    checkpoint store URL (see ``scheduler.checkpoints.open_store``) (required)
 ``GA_JOB_SPEC``     the job spec as JSON (``core.models.JobSpec``)             (required)
-``GA_METADATA_FLAVOR``  ``aws`` | ``aliyun`` | ``none``; default ``none``
+``GA_METADATA_FLAVOR``  where the preemption notice comes from; default ``none``:
+                        ``aws`` (IMDSv2 ``spot/instance-action``), ``aliyun`` (ECS
+                        ``instance/spot/termination-time``), ``azure`` (Scheduled Events
+                        ``Preempt``, approved after the final checkpoint), ``gcp`` (metadata
+                        ``instance/preempted``), ``none`` (no notice: on-demand, local, or a
+                        market that reclaims without one, such as Vast.ai)
 ``GA_METADATA_URL``     instance-metadata root; default the flavor's link-local address
 ``GA_WORK_DIR``         working folder; default the current directory
 ==================  ==========================================================================

@@ -14,11 +14,26 @@ from typing import Any
 import pytest
 
 from tests.integration.agent.fakes import REPO_ROOT, AgentProcess, FakeDaemon, FakeImds
+from tests.integration.agent.metadata_fakes import FakeGcpMetadata, FakeScheduledEvents
 
 
 @pytest.fixture
 def fake_imds() -> Iterator[FakeImds]:
     server = FakeImds()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_scheduled_events() -> Iterator[FakeScheduledEvents]:
+    server = FakeScheduledEvents()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_gcp_metadata() -> Iterator[FakeGcpMetadata]:
+    server = FakeGcpMetadata()
     yield server
     server.stop()
 
@@ -34,14 +49,15 @@ def fake_daemon() -> Iterator[FakeDaemon]:
 def launch_agent(
     tmp_path: Path, fake_daemon: FakeDaemon, fake_imds: FakeImds
 ) -> Iterator[Callable[..., AgentProcess]]:
-    """``launch_agent(store_url, job_id, attempt, spec, flavor="aws") -> AgentProcess``.
+    """``launch_agent(store_url, job_id, attempt, spec, flavor="aws", metadata_url=None)
+    -> AgentProcess`` (metadata at ``metadata_url``, default the fake IMDS).
 
     The environment is this test's (so S3 credentials set by ``s3_store_url`` pass through)
     plus the GA_* variables; every agent gets a fresh work dir."""
     started: list[AgentProcess] = []
 
     def launch(store_url: str, job_id: str, attempt: int, spec: dict[str, Any],
-               flavor: str = "aws") -> AgentProcess:
+               flavor: str = "aws", metadata_url: str | None = None) -> AgentProcess:
         work_dir = tmp_path / f"instance-{job_id}-{attempt}"
         work_dir.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("GA_")}
@@ -49,7 +65,7 @@ def launch_agent(
             PYTHONPATH=str(REPO_ROOT),
             GA_API_URL=fake_daemon.base_url, GA_AGENT_TOKEN=fake_daemon.token,
             GA_INSTANCE_ID=f"i-{job_id}-{attempt}", GA_JOB_ID=job_id, GA_ATTEMPT=str(attempt),
-            GA_STORE_URL=store_url, GA_METADATA_URL=fake_imds.base_url,
+            GA_STORE_URL=store_url, GA_METADATA_URL=metadata_url or fake_imds.base_url,
             GA_METADATA_FLAVOR=flavor, GA_WORK_DIR=str(work_dir), GA_JOB_SPEC=json.dumps(spec),
         )
         log_path = work_dir / "agent.log"

@@ -115,6 +115,8 @@ def test_aliyun_notice(fake_imds: FakeImds) -> None:
 def test_flavors() -> None:
     assert isinstance(make_notice_source("none", None), NoNotices)
     assert make_notice_source("aws", None).base_url == "http://169.254.169.254"
+    assert make_notice_source("azure", None).base_url == "http://169.254.169.254"
+    assert make_notice_source("gcp", None).base_url == "http://metadata.google.internal"
     with pytest.raises(ValueError, match="gcp"):
-        make_notice_source("gcp", None)
+        make_notice_source("vastai", None)
 

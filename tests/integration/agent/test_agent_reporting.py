@@ -126,7 +126,7 @@ def test_settings_from_env(tmp_path: Path) -> None:
 
 
 def test_settings_errors_name_every_problem_but_not_the_token() -> None:
-    env = {"GA_AGENT_TOKEN": "tok-123", "GA_ATTEMPT": "zero", "GA_METADATA_FLAVOR": "gcp",
+    env = {"GA_AGENT_TOKEN": "tok-123", "GA_ATTEMPT": "zero", "GA_METADATA_FLAVOR": "vastai",
            "GA_JOB_SPEC": '{"name": "j"}'}
     with pytest.raises(ValueError) as info:
         AgentSettings.from_env(env)
