@@ -97,7 +97,8 @@ class AwsConfig(AwsSettings):
 
 
 # Unknown fields that look like credentials are refused without echoing their value.
-_SECRET_FIELD_RE = re.compile(r"secret|password|token|access_key|session_key", re.IGNORECASE)
+_SECRET_FIELD_RE = re.compile(r"secret|password|token|access_key|session_key|api_?key",
+                              re.IGNORECASE)
 
 
 # Where each kind reads its credentials from, told when a config entry carries some.
