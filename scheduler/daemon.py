@@ -191,6 +191,7 @@ class Daemon:
         self.store = replace(Store.over(self.redis),
                              leases=Leases(self.redis, replica=home_replica_id(home)))
         self.store.agents.drop_legacy_instance_records()
+        _hand_slot_ledgers(adapters, self.redis)
         # Failed provider calls are counted in Redis for /metrics (the same on every replica).
         self.providers = ProviderRegistry(counted(adapters, self.redis))
         # Several replicas on one Redis must use one owner id, one checkpoint store and the
@@ -370,6 +371,16 @@ def _configured_providers(settings: DaemonSettings) -> ProviderRegistry:
         if isinstance(exc, ProviderConfigError):
             raise
         raise ProviderConfigError(str(exc)) from None
+
+
+def _hand_slot_ledgers(adapters: list[Provider], client: redis.Redis) -> None:
+    """Fleet adapters claim their hosts' GPUs in the shared Redis, one ledger per name."""
+    from providers.fleet import UsesSlotLedger
+    from scheduler.store.fleet import FleetLedger
+
+    for adapter in adapters:
+        if isinstance(adapter, UsesSlotLedger):
+            adapter.use_ledger(FleetLedger(client, adapter.name))
 
 
 def _stop_idle_replay_cloud(adapter: Provider) -> None:

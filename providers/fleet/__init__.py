@@ -45,10 +45,13 @@ One ledger per fleet provider name, shared by every daemon replica; each call is
         # instance_id returns its GPUs (idempotent). detail: str -> str mapping kept with it.
     release(instance_id) -> list[int]    # the GPUs freed; [] when it held none (idempotent)
     allocations() -> dict[str, dict[int, str]]            # {host: {gpu index: instance id}}
-    claims() -> dict[str, Claim]          # {instance id: Claim(host, gpus, claimed_at, detail)}
+    claims() -> dict[str, Claim]   # {instance id: Claim(host, gpus, claimed_at, detail, ending_at)}
     drain(host) / undrain(host)            # idempotent; drain keeps the first drained_at
     drained() -> dict[str, datetime]       # {host: when it was drained}, aware UTC
     mark_seen(host, at) / last_seen() -> dict[str, datetime]   # last successful SSH contact
+    mark_ending(instance_id) -> bool       # terminate while the host is unreachable: the
+                                           # GPUs stay claimed until the host answers
+    release(instance_id, claimed_at)       # only that claim (not a newer one of the instance)
 
 A claim belongs to its instance, not to a replica: it has no expiry and is released only
 when the instance ends (terminate, or describe finding the agent gone, or a claim whose
@@ -65,5 +68,23 @@ reclaimed spot instance. ``undrain(host)`` lists its free slots again.
 Modules: :mod:`.settings` (the strict config model), :mod:`.ssh` (verified, reused
 connections), :mod:`.gpus` (``nvidia-smi`` CSV → GPUs), :mod:`.slots` (offers from free
 GPUs, pure), :mod:`.remote` (the shell run on a host), :mod:`.provider`
-(:class:`FleetProvider`), :mod:`.setup` (``from_config``).
+(:class:`FleetProvider`: also ``settings.hosts``, ``inventory(host)``, ``ledger``),
+:mod:`.setup` (``from_config``). The daemon hands every :class:`UsesSlotLedger` adapter its
+ledger (this module imports no SSH library, so that check costs nothing without a fleet).
 """
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.store.fleet import FleetLedger
+
+
+class UsesSlotLedger(ABC):
+    """An adapter whose slot claims live in the shared Redis (a fleet)."""
+
+    @abstractmethod
+    def use_ledger(self, ledger: FleetLedger) -> None:
+        """Claim slots in ``ledger`` (``FleetLedger(client, adapter.name)``) from now on."""

@@ -146,3 +146,24 @@ def known_names(attribute: str) -> str:
     """Set of every ``provider``/``region``/``zone``/``gpu_model``/``instance_type`` value an
     offer poll has listed (scheduler/store/known_names.py)."""
     return f"{PREFIX}:known:{attribute}"
+
+
+# --- the team's own hosts (providers/fleet): one fleet's keys share its hash tag ----------
+def fleet_gpus(fleet: str) -> str:
+    """hash ``"<host>#<gpu index>"`` -> instance id holding that GPU (the slot ledger)."""
+    return f"{PREFIX}:fleet:{{{fleet}}}:gpus"
+
+
+def fleet_claims(fleet: str) -> str:
+    """hash instance id -> JSON ``{host, gpus, claimed_at_ms, detail}``, one per slot claim."""
+    return f"{PREFIX}:fleet:{{{fleet}}}:claims"
+
+
+def fleet_drained(fleet: str) -> str:
+    """hash host -> ms when it was drained (no new claims; its instances get a notice)."""
+    return f"{PREFIX}:fleet:{{{fleet}}}:drained"
+
+
+def fleet_seen(fleet: str) -> str:
+    """hash host -> ms of the last SSH contact that succeeded."""
+    return f"{PREFIX}:fleet:{{{fleet}}}:seen"

@@ -1,0 +1,243 @@
+"""The shell run on a fleet host, and the parse of what it prints. No I/O here.
+
+Layout on a host, under its work root (created mode 0700)::
+
+    allocations.log          one line per slot start/end: time, event, instance, GPUs, detail
+    <client_token>/          one instance: mode 0700
+        meta.json            instance id, client token, tags, offer series, GPUs, launched_at
+        agent.env            the agent's environment (0600, written over SFTP; removed at end)
+        agent.pid            "<pid> <start time>" of the agent, leader of its process group
+        agent.log            the agent's output
+        gpus                 the GPUs the agent was started with (CUDA_VISIBLE_DEVICES)
+        ended                written once its process group is gone (its text: why)
+        work/                GA_WORK_DIR: the job and its checkpoint directory
+
+An instance is **running** while the process ``agent.pid`` names is alive with the start time
+recorded there (``/proc/<pid>/stat`` field 22: a reused pid has another), **stray** while its
+leader is gone but its process group is not, **exited** once both are gone without an
+``ended`` file, **starting** before ``agent.pid`` exists. Every step that changes an
+instance's state takes ``flock`` on ``<client_token>/.lock``, so a start and an abandon
+(or a terminate) of one instance never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from providers.fleet.gpus import HostGpu, parse_gpus
+
+GPU_QUERY = ("nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu "
+             "--format=csv,noheader,nounits")
+APPS_QUERY = "nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader"
+ENDED_KEPT_S = 24 * 3600  # an ended instance's folder is kept this long for describe
+
+# Appends one allocation-log line: $1 event, $2 instance id, $3 GPUs, $4 detail.
+_LOG_FN = r"""
+alloc_log() {
+  printf '%s\t%s\t%s\tgpus=%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" "$1" "$2" "$3" "$4" \
+    >> "$ROOT/allocations.log"
+}
+"""
+
+# Sets STATE (running|stray|exited|starting|ended) and PID for the instance folder $D.
+_STATE_FN = r"""
+inst_state() {
+  PID=""; START=""
+  if [ -f "$D/ended" ]; then STATE=ended; return; fi
+  if [ ! -f "$D/agent.pid" ]; then STATE=starting; return; fi
+  read -r PID START < "$D/agent.pid" || true
+  NOW=$(sed 's/.*) //' "/proc/$PID/stat" 2>/dev/null | cut -d' ' -f20)
+  if [ -n "$PID" ] && [ "$NOW" = "$START" ]; then STATE=running
+  elif [ -n "$PID" ] && kill -0 -- "-$PID" 2>/dev/null; then STATE=stray
+  else STATE=exited; fi
+}
+"""
+
+
+def _script(body: str, **values: str) -> str:
+    assigns = "".join(f"{name}={shlex.quote(value)}\n" for name, value in values.items())
+    return "sh -c " + shlex.quote("set -u\n" + assigns + _LOG_FN + _STATE_FN + body)
+
+
+def inventory(work_root: str) -> str:
+    """Prints the host's vCPUs, memory, GPUs, compute processes and every instance folder
+    (:func:`parse_inventory` reads it); removes folders ended over :data:`ENDED_KEPT_S` ago."""
+    return _script(rf"""
+echo @vcpus; nproc
+echo @mem_kib; awk '/^MemTotal:/ {{print $2}}' /proc/meminfo
+echo @gpus
+if command -v nvidia-smi >/dev/null 2>&1; then
+  {GPU_QUERY} || echo @nvidia-smi-failed
+  echo @apps; {APPS_QUERY} || true
+else
+  echo @no-nvidia-smi; echo @apps
+fi
+echo @instances
+now=$(date +%s)
+for D in "$ROOT"/*/; do
+  [ -d "$D" ] || continue
+  D=${{D%/}}
+  [ -f "$D/meta.json" ] || continue
+  inst_state
+  ended_at=""
+  if [ "$STATE" = ended ]; then
+    ended_at=$(stat -c %Y "$D/ended")
+    if [ $((now - ended_at)) -gt {ENDED_KEPT_S} ]; then rm -rf -- "$D"; continue; fi
+  fi
+  why=""
+  [ "$STATE" = ended ] && why=$(head -c 200 "$D/ended" | tr -d '\n\t')
+  printf '%s\t%s\t%s\t%s\t' "$STATE" "$PID" "$ended_at" "$why"
+  tr -d '\n' < "$D/meta.json"; echo
+done
+echo @end
+""", ROOT=work_root)
+
+
+def prepare(work_root: str, token: str) -> str:
+    """Creates the work root and the instance folder (mode 0700). Exit 4 when the instance
+    has ended already (terminated or abandoned: a late launch must not revive it)."""
+    return _script(r"""
+umask 077
+mkdir -p "$ROOT" "$ROOT/$T/work"
+if [ -f "$ROOT/$T/ended" ]; then echo "instance ended: $(cat "$ROOT/$T/ended")" >&2; exit 4; fi
+""", ROOT=work_root, T=token)
+
+
+def install_agent(pip_spec: str, venv: str) -> str:
+    """Installs ``pip_spec`` into ``venv`` unless its python imports the agent already."""
+    return _script(r"""
+if "$VENV/bin/python3" -c 'import scheduler.agent' >/dev/null 2>&1; then exit 0; fi
+python3 -m venv "$VENV" && "$VENV/bin/pip" install -q "$SPEC"
+""", VENV=venv, SPEC=pip_spec)
+
+
+def start(work_root: str, token: str, instance_id: str, python: str, gpus: list[int]) -> str:
+    """Starts the agent detached in its own session and process group (``setsid``), its
+    environment read from ``agent.env``, ``CUDA_VISIBLE_DEVICES`` the slot's GPUs; records
+    ``agent.pid`` and a ``start`` log line. Prints ``<pid>``; a running agent is left as it
+    is (its pid printed). Exit 4 when the instance has ended."""
+    return _script(r"""
+D="$ROOT/$T"
+exec 9>"$D/.lock"; flock 9
+inst_state
+case "$STATE" in
+  running|stray) echo "$PID"; exit 0 ;;
+  ended) echo "instance ended: $(cat "$D/ended")" >&2; exit 4 ;;
+  exited) echo "agent exited before" >&2; exit 5 ;;
+esac
+cd "$D/work"
+set -a; . "$D/agent.env"; set +a
+export CUDA_VISIBLE_DEVICES="$GPUS"
+setsid "$PY" -m scheduler.agent </dev/null >>"$D/agent.log" 2>&1 9>&- &
+PID=$!
+START=$(sed 's/.*) //' "/proc/$PID/stat" | cut -d' ' -f20)
+echo "$GPUS" > "$D/gpus"
+echo "$PID $START" > "$D/agent.pid.tmp" && mv "$D/agent.pid.tmp" "$D/agent.pid"
+alloc_log start "$ID" "$GPUS" "pid=$PID"
+echo "$PID"
+""", ROOT=work_root, T=token, ID=instance_id, PY=python, GPUS=",".join(map(str, gpus)))
+
+
+def stop(work_root: str, token: str, instance_id: str, grace_s: float, reason: str,
+         only_state: str = "") -> str:
+    """Ends an instance: SIGTERM to its process group, SIGKILL after ``grace_s``, then
+    (group gone) ``ended`` with ``reason``, an ``end`` log line and ``agent.env`` removed.
+    Nothing else of its folder is removed (its checkpoint directory stays). Prints the
+    state it found. Harmless on an ended or unknown instance. With ``only_state`` it acts
+    only on an instance in that state and exits 3 otherwise (a launch abandoned as
+    ``starting`` may have started meanwhile)."""
+    return _script(r"""
+D="$ROOT/$T"
+[ -d "$D" ] || { echo absent; exit 0; }
+exec 9>"$D/.lock"; flock 9
+inst_state
+echo "$STATE"
+[ "$STATE" = ended ] && exit 0
+[ -n "$ONLY" ] && [ "$STATE" != "$ONLY" ] && exit 3
+if [ -n "$PID" ]; then
+  kill -TERM -- "-$PID" 2>/dev/null || true
+  waited=0
+  while kill -0 -- "-$PID" 2>/dev/null && [ "$waited" -lt "$GRACE_TICKS" ]; do
+    sleep 0.2; waited=$((waited + 1))
+  done
+  kill -KILL -- "-$PID" 2>/dev/null || true
+  while kill -0 -- "-$PID" 2>/dev/null; do sleep 0.1; done
+fi
+rm -f "$D/agent.env"
+echo "$WHY" > "$D/ended"
+# Only a started agent logged a start (and wrote the GPUs it was given).
+[ -f "$D/gpus" ] && alloc_log end "$ID" "$(cat "$D/gpus")" "$WHY"
+exit 0
+""", ROOT=work_root, T=token, ID=instance_id, ONLY=only_state,
+        GRACE_TICKS=str(max(0, int(grace_s * 5))), WHY=reason.replace("\n", " "))
+
+
+@dataclass(frozen=True)
+class HostInstance:
+    """One instance folder on a host: ``state`` (module docstring), ``pid``, when it ended
+    (epoch seconds) and why (the ``ended`` file), its ``meta.json``."""
+
+    state: str
+    pid: int | None
+    ended_at: float | None
+    why_ended: str | None
+    meta: dict
+
+    @property
+    def gpus(self) -> list[int]:
+        return [int(i) for i in self.meta.get("gpus", [])]
+
+
+@dataclass
+class Inventory:
+    """What :func:`inventory` printed: ``gpus`` is ``None`` when the host has no
+    ``nvidia-smi`` (the configured GPUs apply)."""
+
+    vcpus: int
+    memory_gib: float
+    gpus: list[HostGpu] | None
+    instances: dict[str, HostInstance] = field(default_factory=dict)  # by instance id
+
+    def held_gpus(self) -> set[int]:
+        """GPUs held by instances whose processes may still run."""
+        return {i for inst in self.instances.values()
+                if inst.state in ("running", "stray", "starting") for i in inst.gpus}
+
+
+def parse_inventory(text: str, ours: set[int]) -> Inventory:
+    """Reads :func:`inventory`'s output; ``ours``: GPU indices held by our instances (from
+    the ledger), never counted as busy with a foreign process. Raises ``ValueError`` on
+    output that is not the script's (no ``@end``: cut short)."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line in ("@vcpus", "@mem_kib", "@gpus", "@apps", "@instances", "@end"):
+            current = line[1:]
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    if "end" not in sections:
+        raise ValueError("host inventory cut short (no @end)")
+    instances = {}
+    for line in sections["instances"]:
+        state, pid, ended_at, why, raw = (line.split("\t", 4) + ["", "", "", ""])[:5]
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            continue  # a meta.json half-written by hand; ours are replaced atomically
+        if isinstance(meta, dict) and isinstance(meta.get("instance_id"), str):
+            instances[meta["instance_id"]] = HostInstance(
+                state, int(pid) if pid.isdigit() else None,
+                float(ended_at) if ended_at else None, why or None, meta)
+    gpu_lines = sections.get("gpus", [])
+    if "@no-nvidia-smi" in gpu_lines or "@nvidia-smi-failed" in gpu_lines:
+        gpus = None
+    else:
+        held = ours | {i for inst in instances.values() for i in inst.gpus
+                       if inst.state in ("running", "stray", "starting")}
+        gpus = parse_gpus("\n".join(gpu_lines), "\n".join(sections.get("apps", [])), held)
+    vcpus = next((int(v) for v in sections.get("vcpus", []) if v.strip().isdigit()), 1)
+    mem_kib = next((int(v) for v in sections.get("mem_kib", []) if v.strip().isdigit()), 0)
+    return Inventory(vcpus, round(mem_kib / 1024 / 1024, 1), gpus, instances)
