@@ -19,8 +19,10 @@ Endpoints (JSON unless noted; errors are ``{"code", "message"}``):
 - ``DELETE /instances/<id>`` → 204, always (terminate is idempotent).
 - ``POST /shutdown[?reset=1]`` → terminates every instance, answers, exits; ``reset`` also
   deletes ``state.json`` so the next start begins a fresh market clock.
-- ``/meta/<id>/...``: AWS IMDSv2-style instance metadata (see :mod:`.imds`), and for offers
-  imitating Alibaba Cloud, ECS's ``instance/spot/termination-time``.
+- ``/meta/<id>/...``: the instance metadata of the cloud its offer imitates (its notice
+  style): AWS IMDSv2 (see :mod:`.imds`) and ECS's ``instance/spot/termination-time`` under
+  ``latest/``, Azure's Scheduled Events under ``metadata/``, GCP's ``instance/preempted``
+  under ``computeMetadata/`` (see :mod:`.notice_metadata`); nothing for style ``none``.
 
 The cloud exits by itself after ``--idle-exit-s`` seconds with no request and no live agent.
 """
@@ -44,11 +46,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from providers.replay import imds
+from providers.replay import imds, notice_metadata
 from providers.replay.instances import CloudError, ReplayCloud
 from providers.replay.market import MarketError, load_market
 from providers.replay.state import (
     CLOUD_FILE,
+    InstanceRecord,
     CLOUD_LOCK_FILE,
     DEFAULT_IDLE_EXIT_S,
     STATE_FILE,
@@ -124,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         try:
             if parts and parts[0] == "meta":
-                self._metadata(parts[1:])
+                self._metadata(parts[1:], query)
             else:
                 self._api(parts, query)
         except CloudError as exc:
@@ -172,14 +175,55 @@ class Handler(BaseHTTPRequestHandler):
         raise CloudError(405, "MethodNotAllowed", f"{method} /instances/{'/'.join(rest)}")
 
     # ----- instance metadata ----------------------------------------------------------------
-    def _metadata(self, parts: list[str]) -> None:
+    def _metadata(self, parts: list[str], query: dict[str, list[str]]) -> None:
+        """Each instance serves its own cloud's metadata only (``notice_style``)."""
         cloud = self.server.cloud
-        if len(parts) < 3 or parts[1] != "latest":
-            raise CloudError(404, "NotFound", "unknown metadata path")
-        instance_id, path = parts[0], parts[2:]
-        rec = cloud.get(instance_id)
+        rec = cloud.get(parts[0]) if parts else None
         if rec is None:
-            raise CloudError(404, "NotFound", f"no instance {instance_id}")
+            raise CloudError(404, "NotFound", f"no instance {parts[0] if parts else ''}")
+        style, root, path = cloud.notice_style(rec), parts[1:2], parts[2:]
+        if root == ["latest"] and style in ("aws", "aliyun") and path:
+            return self._aws_metadata(rec, path)
+        if root == ["metadata"] and style == "azure":
+            return self._azure_metadata(rec, path, query)
+        if root == ["computeMetadata"] and style == "gcp":
+            return self._gcp_metadata(rec, path)
+        raise CloudError(404, "NotFound", "unknown metadata path")
+
+    def _azure_metadata(self, rec: InstanceRecord, path: list[str],
+                        query: dict[str, list[str]]) -> None:
+        if self.headers.get(notice_metadata.AZURE_HEADER[0]) != notice_metadata.AZURE_HEADER[1]:
+            return self._send(400, {"error": "Bad request. Required metadata header not "
+                                             "specified"})
+        if not query.get("api-version"):
+            return self._send(400, {"error": "Bad request. api-version was not specified in "
+                                             "the request"})
+        if self.command == "GET" and path == ["instance", "compute", "name"]:
+            return self._send(200, text=rec.id)
+        if path != ["scheduledevents"] or self.command not in ("GET", "POST"):
+            raise CloudError(404, "NotFound", "unknown metadata path")
+        if self.command == "POST":
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                ids = notice_metadata.start_request_ids(self.rfile.read(length))
+            except ValueError as exc:
+                return self._send(400, {"error": f"Bad request. {exc}"})
+            if not all(self.server.cloud.approve_notice(rec.id, i) for i in ids):
+                return self._send(400, {"error": "Bad request. unknown EventId"})
+            return self._send(200, text="")
+        rec = self.server.cloud.get(rec.id) or rec
+        return self._send(200, notice_metadata.scheduled_events(
+            rec.id, rec.notice, rec.notice_approved_at is not None))
+
+    def _gcp_metadata(self, rec: InstanceRecord, path: list[str]) -> None:
+        if self.headers.get(notice_metadata.GCP_HEADER[0]) != notice_metadata.GCP_HEADER[1]:
+            return self._send(403, text="Missing Metadata-Flavor:Google header.")
+        if self.command == "GET" and path == ["v1", "instance", "preempted"]:
+            return self._send(200, text=notice_metadata.gcp_preempted(rec.notice))
+        raise CloudError(404, "NotFound", "unknown metadata path")
+
+    def _aws_metadata(self, rec: InstanceRecord, path: list[str]) -> None:
+        cloud, instance_id = self.server.cloud, rec.id
         secret = cloud.store.data.secret
         if self.command == "PUT" and path == ["api", "token"]:
             ttl_text = self.headers.get(imds.TOKEN_TTL_HEADER)

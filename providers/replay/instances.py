@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from providers.replay import procs
-from providers.replay.market import ReplayMarket
+from providers.replay.market import Notice, ReplayMarket, default_notice
+from providers.replay.notice_metadata import preempt_event_id
 from providers.replay.state import InstanceRecord, StateStore
 from core.models import (
     InstanceState,
@@ -127,6 +128,18 @@ class ReplayCloud:
         """Why ``key`` cannot be launched now, or ``None``."""
         return self.market.unavailable_reason(key, self.market_s())
 
+    def notice_of(self, rec: InstanceRecord) -> Notice:
+        """How ``rec`` is warned before a reclaim (its offer's notice; ``aws`` style with the
+        market's ``notice_seconds`` for an offer the market no longer lists)."""
+        offer = self.market.find(rec.offer)
+        return (self.market.notice_of(offer) if offer is not None
+                else default_notice(rec.provider, self.market.notice_seconds))
+
+    def notice_style(self, rec: InstanceRecord) -> str:
+        """The metadata flavor ``rec`` serves and its agent reads (``aws`` | ``aliyun`` |
+        ``azure`` | ``gcp`` | ``none``)."""
+        return self.notice_of(rec).style
+
     # ----- instances ------------------------------------------------------------------------
     def _alive(self, rec: InstanceRecord) -> bool:
         child = self._children.get(rec.id)
@@ -136,10 +149,14 @@ class ReplayCloud:
 
     def view(self, rec: InstanceRecord) -> dict[str, Any]:
         """An instance as the API shows it: :class:`Instance` fields + ``pid``, ``pid_alive``,
-        ``work_dir``, ``terminated_at``."""
+        ``work_dir``, ``terminated_at``, ``notice_style`` (its metadata flavor) and
+        ``notice_approved_at`` (when its agent approved the preemption, Azure style)."""
         out = rec.to_instance().model_dump(mode="json")
         out.update(pid=rec.pid, pid_alive=self._alive(rec), work_dir=rec.work_dir,
-                   terminated_at=rec.terminated_at.isoformat() if rec.terminated_at else None)
+                   terminated_at=rec.terminated_at.isoformat() if rec.terminated_at else None,
+                   notice_style=self.notice_style(rec),
+                   notice_approved_at=rec.notice_approved_at.isoformat()
+                   if rec.notice_approved_at else None)
         return out
 
     def launch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -197,7 +214,7 @@ class ReplayCloud:
             GA_INSTANCE_ID=rec.id,
             GA_METADATA_URL=f"{self.base_url}/meta/{rec.id}",
             # Each imitated cloud's agent watches its own cloud's notice path.
-            GA_METADATA_FLAVOR="aliyun" if rec.provider == "aliyun" else "aws",
+            GA_METADATA_FLAVOR=self.notice_style(rec),
             GA_WORK_DIR=rec.work_dir,
         )
         return env
@@ -297,12 +314,31 @@ class ReplayCloud:
                 return True
             return False
         if rec.offer.market is Market.SPOT and self.unavailable_reason(rec.offer) is not None:
+            notice = self.notice_of(rec)
+            if notice.style == "none":
+                # No warning at all: the instance just stops, the agent and job with it.
+                self._mark_terminated(rec, REASON_PREEMPTED)
+                return True
             rec.notice = PreemptionNotice(
                 action="terminate", received_at=now,
-                action_at=now + timedelta(seconds=self.market.notice_seconds),
+                action_at=now + timedelta(seconds=notice.seconds),
             )
             return True
         return False
+
+    def approve_notice(self, instance_id: str, event_id: str) -> bool:
+        """Record an agent's approval of its pending preemption (Azure's ``StartRequests``);
+        ``False`` when ``event_id`` is not that instance's pending Preempt event. The reclaim
+        keeps its time: a replayed instance is only ever reclaimed at the notice's end."""
+        with self.lock:
+            rec = self.store.data.instances.get(instance_id)
+            if rec is None or rec.notice is None or rec.state.is_gone() \
+                    or event_id != preempt_event_id(rec.id):
+                return False
+            if rec.notice_approved_at is None:
+                rec.notice_approved_at = self.now()
+                self.store.save()
+            return True
 
     def live_process_count(self) -> int:
         """Instances whose agent process group still runs (the idle-exit check)."""

@@ -22,7 +22,13 @@ import yaml
 from pydantic import ValidationError
 
 from providers.catalog.reader import CatalogEntry, GpuMachine, machine_of, parse_catalog, slug
-from providers.replay.schema import CatalogSpec, MarketSpec, OfferSpec
+from providers.replay.schema import (
+    DEFAULT_NOTICE_STYLES,
+    CatalogSpec,
+    MarketSpec,
+    NoticeSpec,
+    OfferSpec,
+)
 from providers.replay.timeline import (
     AvailabilityTrace,
     MarketClock,
@@ -41,6 +47,32 @@ class MarketError(ValueError):
     """The market file is invalid; the message names the file and the field."""
 
 
+@dataclass(frozen=True)
+class Notice:
+    """How a reclaimed spot instance is warned: ``style`` (``aws`` | ``aliyun`` | ``azure`` |
+    ``gcp`` | ``none``, the agent's metadata flavor) and ``seconds`` of wall time from the
+    notice to the reclaim (0 for ``none``: the instance just stops)."""
+
+    style: str
+    seconds: float
+
+
+def default_notice(provider: str, notice_seconds: float) -> Notice:
+    """The notice of an offer of ``provider`` whose market file names none: the imitated
+    cloud's style (:data:`~providers.replay.schema.DEFAULT_NOTICE_STYLES`, else ``aws``), the
+    market's ``notice_seconds``."""
+    return resolve_notice(None, provider, notice_seconds)
+
+
+def resolve_notice(spec: NoticeSpec | None, provider: str, notice_seconds: float) -> Notice:
+    """``spec`` with its defaults filled in (see :func:`default_notice`)."""
+    style = spec.style if spec else DEFAULT_NOTICE_STYLES.get(provider, "aws")
+    if style == "none":
+        return Notice("none", 0.0)
+    seconds = spec.seconds if spec is not None and spec.seconds is not None else notice_seconds
+    return Notice(style, seconds)
+
+
 @dataclass
 class ReplayOffer(GpuMachine):
     """One instance type in one zone (:class:`GpuMachine`) of ``provider``, with its on-demand
@@ -56,6 +88,7 @@ class ReplayOffer(GpuMachine):
     spot_prices: PriceSeries | None
     interruption_risk: float | None = None
     trace: AvailabilityTrace | None = None
+    notice: Notice | None = None
 
     def key(self, market: Market) -> OfferKey:
         """The offer key of this offer in ``market``."""
@@ -92,6 +125,8 @@ class ReplayOffer(GpuMachine):
             price_usd_per_hour=self.price_at(market, market_s),
             on_demand_price_usd_per_hour=self.on_demand_price_usd_per_hour,
             interruption_risk=self.spot_risk() if market is Market.SPOT else 0.0,
+            interruption_notice_s=self.notice.seconds
+            if market is Market.SPOT and self.notice is not None else None,
             observed_at=observed_at,
         )
 
@@ -131,6 +166,11 @@ class ReplayMarket:
     def find(self, key: OfferKey) -> ReplayOffer | None:
         """The offer sold under ``key``, or ``None``."""
         return self._by_key.get(key)
+
+    def notice_of(self, offer: ReplayOffer) -> Notice:
+        """How a reclaimed spot instance of ``offer`` is warned (its own notice, else
+        :func:`default_notice`)."""
+        return offer.notice or default_notice(offer.provider, self.notice_seconds)
 
     def unavailable_reason(self, key: OfferKey, market_s: float) -> str | None:
         """Why ``key`` cannot be launched at ``market_s``, or ``None`` when it can."""
@@ -206,7 +246,7 @@ def _format_validation(path: Path, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _offer_from_spec(spec: OfferSpec) -> ReplayOffer:
+def _offer_from_spec(spec: OfferSpec, notice_seconds: float) -> ReplayOffer:
     spot = None
     if spec.spot_price_usd_per_hour is not None:
         points = tuple((p.at_hours * 3600.0, p.price) for p in spec.spot_price_series)
@@ -215,15 +255,17 @@ def _offer_from_spec(spec: OfferSpec) -> ReplayOffer:
         provider=spec.provider, **machine_of(spec),
         on_demand_price_usd_per_hour=spec.on_demand_price_usd_per_hour, spot_prices=spot,
         interruption_risk=spec.interruption_risk,
+        notice=resolve_notice(spec.notice, spec.provider, notice_seconds),
     )
 
 
-def _offer_from_entry(entry: CatalogEntry, provider: str) -> ReplayOffer:
+def _offer_from_entry(entry: CatalogEntry, provider: str, notice: Notice) -> ReplayOffer:
     spot = None
     if entry.spot_price_usd_per_hour is not None:
         spot = PriceSeries(entry.spot_price_usd_per_hour)
     return ReplayOffer(provider=provider, **machine_of(entry), spot_prices=spot,
-                       on_demand_price_usd_per_hour=entry.on_demand_price_usd_per_hour)
+                       on_demand_price_usd_per_hour=entry.on_demand_price_usd_per_hour,
+                       notice=notice)
 
 
 def _kept(entry: CatalogEntry, spec: CatalogSpec) -> bool:
@@ -234,7 +276,8 @@ def _kept(entry: CatalogEntry, spec: CatalogSpec) -> bool:
         (entry.zone, spec.zones)))
 
 
-def _catalog_offers(spec: CatalogSpec, field_name: str, market_path: Path) -> list[ReplayOffer]:
+def _catalog_offers(spec: CatalogSpec, field_name: str, market_path: Path,
+                    notice_seconds: float) -> list[ReplayOffer]:
     """The offers of one ``catalogs:`` item: the GPU rows its filters keep, duplicates merged
     (:func:`providers.catalog.reader.parse_catalog`). Raises ``MarketError``."""
     path = expand_path(spec.path, market_path.parent)
@@ -249,7 +292,8 @@ def _catalog_offers(spec: CatalogSpec, field_name: str, market_path: Path) -> li
     if not entries:
         raise MarketError(f"{market_path}: {field_name}: the filters keep no GPU row of "
                           f"{spec.path}")
-    return [_offer_from_entry(e, spec.provider) for e in entries]
+    notice = resolve_notice(spec.notice, spec.provider, notice_seconds)
+    return [_offer_from_entry(e, spec.provider, notice) for e in entries]
 
 
 class _TraceCache:
@@ -274,13 +318,13 @@ def _build_offers(spec: MarketSpec, path: Path) -> list[ReplayOffer]:
     traces = _TraceCache(path)
     offers: list[ReplayOffer] = []
     for i, offer_spec in enumerate(spec.offers):
-        offer = _offer_from_spec(offer_spec)
+        offer = _offer_from_spec(offer_spec, spec.notice_seconds)
         if offer_spec.availability_trace:
             offer.trace = traces.get(offer_spec.availability_trace,
                                      f"offers[{i}].availability_trace")
         offers.append(offer)
     for i, cat in enumerate(spec.catalogs):
-        offers.extend(_catalog_offers(cat, f"catalogs[{i}]", path))
+        offers.extend(_catalog_offers(cat, f"catalogs[{i}]", path, spec.notice_seconds))
     for i, trace_spec in enumerate(spec.traces):
         matched = [
             o for o in offers

@@ -23,19 +23,30 @@
         availability_trace: markets/a.json      # optional; spot only; none = always available
         spot_price_series:                      # optional price steps (market hours)
           - {at_hours: 4, price: 0.21}
+        notice: {style: azure, seconds: 30}     # optional, see below
     catalogs:                      # real catalogs in SkyPilot vms.csv format
       - path: ${GA_DATA_DIR}/catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv
         provider: aws              # default "replay"
         instance_types: [p3.2xlarge]   # optional filters
         regions: [us-west-2]
         zones: [usw2-az1]
+        notice: {style: gcp}       # optional, for every offer of the catalog
     traces:                        # availability traces for spot offers (any source)
       - {instance_type: p3.2xlarge, zone: usw2-az1, path: ..., provider: aws}   # provider optional
 
 Every offer needs at least one of the two prices.
+
+``notice`` says how a reclaimed spot instance of the offer is warned, as the imitated cloud
+does it: ``style`` is where its agent reads the notice (``aws`` IMDSv2, ``aliyun`` ECS
+metadata, ``azure`` Scheduled Events, ``gcp`` ``instance/preempted``) or ``none`` (no notice:
+the instance just stops, as a Vast.ai interruptible instance that is outbid); ``seconds`` is
+the wall time from the notice to the reclaim (default ``notice_seconds``). Without ``notice``
+the style follows the offer's provider (:data:`DEFAULT_NOTICE_STYLES`, else ``aws``).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -44,6 +55,21 @@ from core.models.base import StrictModel
 DEFAULT_PROVIDER = "replay"
 # AWS gives two minutes between the spot interruption notice and the reclaim.
 DEFAULT_NOTICE_SECONDS = 120.0
+NoticeStyle = Literal["aws", "aliyun", "azure", "gcp", "none"]
+# Each imitated cloud's own way of warning (shared/data/api_examples/NOTICES.md); any other
+# provider name gets AWS's.
+DEFAULT_NOTICE_STYLES: dict[str, NoticeStyle] = {
+    "aws": "aws", "aliyun": "aliyun", "azure": "azure", "gcp": "gcp", "vastai": "none",
+}
+
+
+class NoticeSpec(StrictModel):
+    """How a reclaimed spot instance is warned: ``style`` (see the module docstring) and
+    ``seconds`` of wall time from notice to reclaim (``None``: the market's
+    ``notice_seconds``; ignored for ``none``)."""
+
+    style: NoticeStyle
+    seconds: float | None = Field(default=None, ge=0)
 
 
 class PricePointSpec(StrictModel):
@@ -70,6 +96,7 @@ class OfferSpec(StrictModel):
     interruption_risk: float | None = Field(default=None, ge=0, le=1)
     availability_trace: str | None = None
     spot_price_series: list[PricePointSpec] = Field(default_factory=list)
+    notice: NoticeSpec | None = None
 
     @model_validator(mode="after")
     def _markets_consistent(self) -> OfferSpec:
@@ -82,6 +109,7 @@ class OfferSpec(StrictModel):
                 "availability_trace": self.availability_trace,
                 "spot_price_series": self.spot_price_series or None,
                 "interruption_risk": self.interruption_risk,
+                "notice": self.notice,
             }
             for field, value in spot_only.items():
                 if value is not None:
@@ -99,6 +127,7 @@ class CatalogSpec(StrictModel):
     instance_types: list[str] | None = None
     regions: list[str] | None = None
     zones: list[str] | None = None
+    notice: NoticeSpec | None = None
 
 
 class TraceSpec(StrictModel):

@@ -32,13 +32,15 @@ DEFAULT_IDLE_EXIT_S = 900.0
 class InstanceRecord(Instance):
     """One instance as the cloud stores it: the public :class:`Instance` fields plus the agent
     process (``pid`` = its process group, ``pid_marker`` = its start time, to survive pid reuse),
-    its work dir, and when a terminate was asked for (``shutdown_at``)."""
+    its work dir, when a terminate was asked for (``shutdown_at``) and when its agent approved
+    its preemption (``notice_approved_at``, Azure's Scheduled Events)."""
 
     # A state file written by a newer cloud may hold fields this one does not know.
     model_config = ConfigDict(extra="ignore")
 
     terminated_at: datetime | None = None
     shutdown_at: datetime | None = None
+    notice_approved_at: datetime | None = None
     pid: int | None = None
     pid_marker: str | None = None
     agent_starts: int = 0
