@@ -77,7 +77,7 @@ def error_for(status: int, code: str, message: str, operation: str) -> ProviderE
         cls = QuotaError
     elif code == "resources_unavailable" or (operation == "create" and status in (404, 410)):
         cls = CapacityError
-    elif status == 404 or "no such instance" in lowered or "not found" in lowered:
+    elif status == 404 or "no such instance" in lowered:
         cls = NotFoundError
     else:
         cls = ProviderError
