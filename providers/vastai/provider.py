@@ -54,9 +54,9 @@ log = logging.getLogger(__name__)
 PROVIDER = translate.PROVIDER
 # The search prices this much disk when no launch section says (the SDK's default).
 DEFAULT_STORAGE_GIB = 5.0
-# poll_prices reuses offers searched at most this long ago (the poller lists offers and polls
-# prices back to back; Vast's asks do not change in seconds).
-SEARCH_REUSE_S = 60.0
+# poll_prices reuses offers searched at most this long ago: the poller lists offers and polls
+# prices back to back every 60 s, so a cycle reuses its own search and never the last one's.
+SEARCH_REUSE_S = 30.0
 # A launch looks for the machine's current ask among at most this many rows.
 ASK_LOOKUP_LIMIT = 20
 # InstanceMemory is made for regions; Vast has one.
@@ -115,8 +115,9 @@ class VastProvider(Compute, Checked):
             query, offer_type="bid" if market is Market.SPOT else "on-demand", limit=limit,
             storage_gib=self._storage_gib(), verified_only=self.settings.verified_only)
         if len(rows) >= limit == self.settings.max_offers:
-            log.warning("vastai %s search returned max_offers (%d) offers: the market has more; "
-                        "raise max_offers or narrow the filters", market.value, limit)
+            log.warning("vastai %s search returned max_offers (%d) offers, all it asks for: "
+                        "the market may have more; raise max_offers or narrow the filters",
+                        market.value, limit)
         return logged_skips(translate.offers_from_rows(rows, market, self._clock()),
                             f"vastai {market.value} offers: rows")
 

@@ -47,7 +47,7 @@ def test_a_full_page_warns_that_the_market_has_more(fake_vast_factory, make_prov
     offers = make_provider(fake, max_offers=10, markets=["on-demand"],
                            min_reliability=0).list_offers()
     assert len(offers) == 10
-    assert "returned max_offers (10)" in caplog.text
+    assert "returned max_offers (10) offers, all it asks for" in caplog.text
 
 
 def test_prices_observe_every_offer_and_reuse_a_fresh_search(fake_vast_factory,
