@@ -6,8 +6,8 @@ Request bodies are size-limited before they are parsed (:mod:`scheduler.api.limi
 submission carries the job's code bundle, agent reports at most 500 log lines, other bodies a
 spec at most). One router per resource: :mod:`~scheduler.api.jobs`,
 :mod:`~scheduler.api.offers`, :mod:`~scheduler.api.history`, :mod:`~scheduler.api.events`,
-:mod:`~scheduler.api.metrics`, :mod:`~scheduler.api.agents`; how errors are answered:
-:mod:`scheduler.api.errors`.
+:mod:`~scheduler.api.metrics`, :mod:`~scheduler.api.fleet`, :mod:`~scheduler.api.agents`;
+how errors are answered: :mod:`scheduler.api.errors`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from core.models import utcnow
-from scheduler.api import agents, errors, events, history, jobs, metrics, offers
+from scheduler.api import agents, errors, events, fleet, history, jobs, metrics, offers
 from scheduler.api import limits as body_limits
 from scheduler.api.auth import authorizer
 from scheduler.checkpoints.objectstore import ObjectStore
@@ -43,5 +43,6 @@ def create_app(store: Store, objects: ObjectStore, tokens: AgentTokens, api_toke
     app.include_router(history.router(store, objects))
     app.include_router(events.router(store))
     app.include_router(metrics.router(store))
+    app.include_router(fleet.router(store))
     app.include_router(agents.router(store, tokens))
     return app

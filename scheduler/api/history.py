@@ -27,6 +27,7 @@ from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.services import costs as cost_service
 from scheduler.services import history as history_service
 from scheduler.services import plans as plan_service
+from scheduler.services.fleet import owned_provider_names
 from scheduler.store import Store
 
 
@@ -77,7 +78,7 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
             raise query_error(exc) from None
 
     @api.get("/v1/cost-report")
-    def cost_report(job: str | None = None, since: str | None = None,
+    def cost_report(request: Request, job: str | None = None, since: str | None = None,
                     limit: int = Query(1000, ge=1, le=10_000),
                     storage_usd_per_gb_month: float = Query(cost_service.STORAGE_USD_PER_GB_MONTH, ge=0),
                     transfer_usd_per_gb: float = Query(cost_service.TRANSFER_USD_PER_GB, ge=0)
@@ -86,8 +87,11 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
             when = history_service.parse_when(since, "since")
         except history_service.QueryError as exc:
             raise query_error(exc) from None
+        # Placements on the daemon's kind: fleet providers ran on owned machines.
+        owned = owned_provider_names(getattr(request.app.state, "providers", None))
         return cost_service.report(store, objects, job_id=job, since=when, limit=limit,
                                    storage_usd_per_gb_month=storage_usd_per_gb_month,
-                                   transfer_usd_per_gb=transfer_usd_per_gb)
+                                   transfer_usd_per_gb=transfer_usd_per_gb,
+                                   owned_providers=owned)
 
     return api

@@ -10,6 +10,7 @@ from scheduler.cli import (  # noqa: F401, I001  (each registers its commands)
     costs,
     events,
     providers,
+    fleet,
     simulate,
     demo,
 )

@@ -15,6 +15,12 @@
   ``transfer_usd_per_gb``. Storage = each distinct blob's GB × the months from its first
   checkpoint to the job's end (or now) × ``storage_usd_per_gb_month``, in the job's market
   time like compute. Checkpoints pruned from the store are not seen, so these are lower bounds.
+- **Owned and rented**: compute on the team's own machines (placements whose provider is
+  served by a ``kind: fleet`` adapter, priced at the hosts' amortised
+  ``cost_per_gpu_hour_usd``) apart from compute rented from clouds and markets:
+  ``owned_compute_usd``/``owned_gpu_hours`` and ``rented_compute_usd``/``rented_gpu_hours``,
+  per job and in total, and ``owned`` on each placement. Which providers are owned is the
+  caller's (:func:`scheduler.services.fleet.owned_provider_names`).
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from scheduler.checkpoints.checkpoints import list_checkpoints
-from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectStore
 from core.models import Job, utcnow
 from core.units import HOURS_PER_MONTH
+from scheduler.checkpoints.checkpoints import list_checkpoints
+from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectStore
 from scheduler.services import jobs as job_service
 from scheduler.store import Store
 
@@ -68,14 +74,19 @@ def _checkpoint_bytes(job: Job, objects: ObjectStore | None) -> dict[str, Any]:
 def job_costs(job: Job, objects: ObjectStore | None = None, *,
               storage_usd_per_gb_month: float = STORAGE_USD_PER_GB_MONTH,
               transfer_usd_per_gb: float = TRANSFER_USD_PER_GB,
+              owned_providers: frozenset[str] = frozenset(),
               now: datetime | None = None) -> dict[str, Any]:
     """The cost report of one job (see the module docstring). Money in USD.
 
+    ``owned_providers``: provider names whose placements ran on the team's own machines.
+
     Returns ``{"job", "state", "placements": [...], "compute_usd", "billed_hours",
-    "gpu_hours", "usd_per_gpu_hour", "on_demand_usd", "savings_usd", "savings_pct",
+    "gpu_hours", "usd_per_gpu_hour", "owned_compute_usd", "owned_gpu_hours",
+    "rented_compute_usd", "rented_gpu_hours", "on_demand_usd", "savings_usd", "savings_pct",
     "checkpoints": {...}, "storage_usd", "transfer_usd", "total_usd"}``. A placement's row:
     ``price_usd_per_hour`` at the decision, ``last_price_usd_per_hour`` recorded,
-    ``mean_price_usd_per_hour`` billed (``cost_usd / billed_hours``), ``price_changes``.
+    ``mean_price_usd_per_hour`` billed (``cost_usd / billed_hours``), ``price_changes``,
+    ``owned``.
     """
     now = now or utcnow()
     placements = []
@@ -83,6 +94,7 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
         hours, cost = p.billed_hours(now), p.cost_usd(now)
         placements.append({
             "attempt": p.attempt, "series": p.offer.key.series(), "market": p.offer.market.value,
+            "owned": p.offer.provider in owned_providers,
             "gpu_model": p.offer.gpu_model, "gpu_count": p.offer.gpu_count,
             "price_usd_per_hour": p.offer.price_usd_per_hour,
             "last_price_usd_per_hour": p.price_usd_per_hour(),
@@ -93,6 +105,9 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
     compute = sum(p["cost_usd"] for p in placements)
     billed = sum(p["billed_hours"] for p in placements)
     gpu_hours = sum(p["billed_hours"] * p["gpu_count"] for p in placements)
+    owned = [p for p in placements if p["owned"]]
+    owned_compute = sum(p["cost_usd"] for p in owned)
+    owned_gpu_hours = sum(p["billed_hours"] * p["gpu_count"] for p in owned)
     on_demand = job.on_demand_cost_usd(now)
     scale = max((p.time_scale for p in job.all_placements()), default=1.0)
     ckpt = _checkpoint_bytes(job, objects)
@@ -104,6 +119,9 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
         "job": job.id, "state": job.state.value, "created_at": job.created_at.isoformat(),
         "placements": placements, "compute_usd": compute, "billed_hours": billed,
         "gpu_hours": gpu_hours, "usd_per_gpu_hour": compute / gpu_hours if gpu_hours else None,
+        "owned_compute_usd": owned_compute, "owned_gpu_hours": owned_gpu_hours,
+        "rented_compute_usd": compute - owned_compute,
+        "rented_gpu_hours": gpu_hours - owned_gpu_hours,
         "on_demand_usd": on_demand,
         "savings_usd": None if on_demand is None else on_demand - compute,
         "savings_pct": (100 * (1 - compute / on_demand)) if on_demand else None,
@@ -116,18 +134,22 @@ def report(store: Store, objects: ObjectStore | None = None, *, job_id: str | No
            since: datetime | None = None, limit: int = 1000,
            storage_usd_per_gb_month: float = STORAGE_USD_PER_GB_MONTH,
            transfer_usd_per_gb: float = TRANSFER_USD_PER_GB,
+           owned_providers: frozenset[str] = frozenset(),
            now: datetime | None = None) -> dict[str, Any]:
     """Cost reports of one job (``job_id``) or of every job created since ``since`` (newest
-    ``limit``), with totals. Raises :class:`~scheduler.services.jobs.JobNotFound`."""
+    ``limit``), with totals; ``owned_providers`` as for :func:`job_costs`, also answered as
+    ``owned_providers`` (sorted). Raises :class:`~scheduler.services.jobs.JobNotFound`."""
     if job_id:
         jobs = [job_service.get(store, job_id)]
     else:
         jobs = [j for j in store.jobs.list(limit) if since is None or j.created_at >= since]
     rows = [job_costs(j, objects, storage_usd_per_gb_month=storage_usd_per_gb_month,
-                      transfer_usd_per_gb=transfer_usd_per_gb, now=now) for j in jobs]
+                      transfer_usd_per_gb=transfer_usd_per_gb, owned_providers=owned_providers,
+                      now=now) for j in jobs]
     total = {k: sum(r[k] or 0 for r in rows)
              for k in ("compute_usd", "storage_usd", "transfer_usd", "total_usd",
-                       "billed_hours", "gpu_hours")}
+                       "billed_hours", "gpu_hours", "owned_compute_usd", "owned_gpu_hours",
+                       "rented_compute_usd", "rented_gpu_hours")}
     with_reference = [r for r in rows if r["on_demand_usd"]]
     on_demand = sum(r["on_demand_usd"] for r in with_reference)
     compute_ref = sum(r["compute_usd"] for r in with_reference)
@@ -137,6 +159,6 @@ def report(store: Store, objects: ObjectStore | None = None, *, job_id: str | No
         "savings_pct": 100 * (1 - compute_ref / on_demand) if on_demand else None,
         "usd_per_gpu_hour": total["compute_usd"] / total["gpu_hours"] if total["gpu_hours"] else None,
     })
-    return {"jobs": rows, "totals": total,
+    return {"jobs": rows, "totals": total, "owned_providers": sorted(owned_providers),
             "prices": {"storage_usd_per_gb_month": storage_usd_per_gb_month,
                        "transfer_usd_per_gb": transfer_usd_per_gb}}

@@ -1,8 +1,9 @@
 """Rich renderings for the CLI, one module per thing rendered: :mod:`.jobs`, :mod:`.offers`,
-:mod:`.history`, :mod:`.plans`, :mod:`.costs`; what they share (cell formats, the output
-width, tables that fit it): :mod:`.tables`. The names commands use are importable from here."""
+:mod:`.history`, :mod:`.plans`, :mod:`.costs`, :mod:`.fleet`; what they share (cell formats,
+the output width, tables that fit it): :mod:`.tables`. The names commands use are importable from here."""
 
 from scheduler.cli.render.costs import cost_report
+from scheduler.cli.render.fleet import fleet_table
 from scheduler.cli.render.history import (
     history_empty,
     history_plot,
@@ -38,8 +39,8 @@ from scheduler.cli.render.tables import (
 
 __all__ = [
     "PIPE_WIDTH", "TERMINAL_STATES", "Column", "cost_report", "event_line", "exit_code_meaning",
-    "failure_block", "fitted_table", "history_empty", "history_plot", "history_table",
-    "import_summary", "job_panel", "jobs_table", "latest_progress", "money_line", "new_table",
-    "offers_table", "output_width", "placements", "plan_panel", "plural", "price_age",
-    "problems_table", "retention_line", "state_text", "stdout_width", "timeline",
+    "failure_block", "fitted_table", "fleet_table", "history_empty", "history_plot",
+    "history_table", "import_summary", "job_panel", "jobs_table", "latest_progress", "money_line",
+    "new_table", "offers_table", "output_width", "placements", "plan_panel", "plural",
+    "price_age", "problems_table", "retention_line", "state_text", "stdout_width", "timeline",
 ]

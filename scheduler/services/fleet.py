@@ -1,0 +1,200 @@
+"""The team's own machines as their operators see them (``GET /v1/fleet``, ``schedctl fleet``):
+hosts, their GPUs and slots, the jobs on them; drain and undrain.
+
+The hosts are those of the configured ``kind: fleet`` adapters
+(:class:`providers.fleet.provider.FleetProvider`, from the daemon's provider registry); each
+is asked over SSH what GPUs it has now (``nvidia-smi``, else its configured ``gpus``; hosts
+in parallel, each within its fleet's ``connect_timeout_s`` + ``command_timeout_s``). Claims,
+drains and the last SSH contact come from each fleet's slot ledger
+(:class:`scheduler.store.fleet.FleetLedger`); the job holding a claim is the active job whose
+current placement is that instance.
+
+A drained host takes no new claims and its instances get a preemption notice (the adapter's
+``describe``), so the controller checkpoints and moves their jobs as after a spot reclaim;
+undrain lists its free slots again (:mod:`providers.fleet`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.models import utcnow
+from providers.errors import ProviderError
+from providers.fleet.gpus import HostGpu, configured_gpus
+from providers.fleet.provider import FleetProvider
+from providers.fleet.settings import HostSettings
+from scheduler.controller.context import ProviderRegistry
+from scheduler.store import Store
+from scheduler.store.fleet import Claim, FleetLedger
+
+# Hosts asked over SSH at once by one listing.
+MAX_PARALLEL_HOSTS = 16
+# Host names an unknown-host error lists at most.
+NAMES_SHOWN = 20
+
+
+class FleetHostNotFound(LookupError):
+    """No configured fleet has a host of that name (or not the fleet named)."""
+
+    def __init__(self, host: str, known: list[str]) -> None:
+        shown = ", ".join(known[:NAMES_SHOWN]) + (" ..." if len(known) > NAMES_SHOWN else "")
+        super().__init__(f"no fleet host {host!r}" + (f" (hosts: {shown})" if known else
+                                                      " (no kind: fleet provider configured)"))
+        self.host = host
+
+
+class AmbiguousHost(ValueError):
+    """Several fleets have a host of that name; the caller must name the fleet."""
+
+
+def fleet_adapters(providers: ProviderRegistry | None) -> list[FleetProvider]:
+    """The ``kind: fleet`` adapters of the daemon's ``providers`` (``None``: none)."""
+    return [p for p in (providers.adapters() if providers else ()) if isinstance(p, FleetProvider)]
+
+
+def owned_provider_names(providers: ProviderRegistry | None) -> frozenset[str]:
+    """Provider names whose offers are the team's own machines: those the ``kind: fleet``
+    adapters serve. What cost reports count as owned, not rented."""
+    return frozenset(name for p in fleet_adapters(providers) for name in p.provider_names)
+
+
+def _ledger(store: Store, fleet: FleetProvider) -> FleetLedger:
+    return fleet.ledger if fleet.ledger is not None else FleetLedger(store.redis, fleet.name)
+
+
+def _gpus_now(fleet: FleetProvider, host: HostSettings) -> tuple[list[HostGpu] | None, str | None]:
+    """The host's GPUs as it reports them, else as configured, and the error that kept it
+    from answering (``None`` when it answered)."""
+    try:
+        return fleet.gpus_of(host), None
+    except ProviderError as exc:
+        return (configured_gpus(host.gpus) if host.gpus else None), str(exc)
+
+
+def _gpu_groups(gpus: list[HostGpu]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, float], int] = {}
+    for g in gpus:
+        groups[(g.model, g.vram_gib)] = groups.get((g.model, g.vram_gib), 0) + 1
+    return [{"model": model, "count": count, "vram_gib": vram}
+            for (model, vram), count in sorted(groups.items())]
+
+
+@dataclass(frozen=True)
+class _LedgerState:
+    """One fleet's ledger as read once per listing."""
+
+    claims: dict[str, Claim]
+    drained: dict[str, datetime]
+    seen: dict[str, datetime]
+
+    @classmethod
+    def read(cls, ledger: FleetLedger) -> _LedgerState:
+        return cls(ledger.claims(), ledger.drained(), ledger.last_seen())
+
+
+def _host_row(fleet: FleetProvider, host: HostSettings, gpus: list[HostGpu] | None,
+              error: str | None, ledger: _LedgerState, jobs_by_instance: dict[str, str],
+              now: datetime) -> dict[str, Any]:
+    drained, seen = ledger.drained, ledger.seen
+    mine = sorted(((iid, c) for iid, c in ledger.claims.items() if c.host == host.name),
+                  key=lambda item: item[0])
+    used = {i for _, c in mine for i in c.gpus}
+    foreign = {g.index for g in gpus or () if g.foreign and g.index not in used}
+    total = len(gpus or ())
+    last_seen = seen.get(host.name)
+    return {
+        "fleet": fleet.name, "host": host.name, "address": host.address, "port": host.port,
+        "user": host.user, "labels": host.labels.model_dump(exclude_none=True),
+        "region": host.site, "zone": host.rack,
+        "gpus": _gpu_groups(gpus or []), "gpu_count": total,
+        "gpus_from": "nvidia-smi" if not error and gpus and gpus[0].uuid else "configured",
+        "gpus_used": len(used), "gpus_busy_elsewhere": len(foreign),
+        "gpus_free": max(0, total - len(used) - len(foreign)),
+        "jobs": [{"instance_id": iid, "job": jobs_by_instance.get(iid), "gpus": list(c.gpus),
+                  "since": c.claimed_at.isoformat()} for iid, c in mine],
+        "drained": host.name in drained,
+        "drained_at": drained[host.name].isoformat() if host.name in drained else None,
+        "reachable": error is None, "error": error,
+        "last_seen_at": last_seen.isoformat() if last_seen else None,
+        "last_seen_age_s": max(0.0, (now - last_seen).total_seconds()) if last_seen else None,
+        "cost_per_gpu_hour_usd": host.cost_per_gpu_hour_usd,
+    }
+
+
+def _jobs_by_instance(store: Store, instance_ids: set[str]) -> dict[str, str]:
+    """``{instance id: job id}`` of the active jobs whose current placement is one of them."""
+    if not instance_ids:
+        return {}
+    jobs = store.jobs.get_many(store.jobs.active_ids())
+    return {j.placement.instance_id: j.id for j in jobs.values()
+            if j.placement is not None and j.placement.instance_id in instance_ids}
+
+
+def hosts(store: Store, providers: ProviderRegistry | None) -> list[dict[str, Any]]:
+    """One row per host of every fleet of ``providers``, in config order::
+
+        {fleet, host, address, port, user, labels: {site?, rack?}, region, zone,
+         gpus: [{model, count, vram_gib}], gpu_count, gpus_from: nvidia-smi|configured,
+         gpus_used, gpus_busy_elsewhere, gpus_free, jobs: [{instance_id, job, gpus, since}],
+         drained, drained_at, reachable, error, last_seen_at, last_seen_age_s,
+         cost_per_gpu_hour_usd}
+
+    GPU counts are whole GPUs: used = claimed by an instance of gpu-arbiter, busy elsewhere
+    = running a process gpu-arbiter did not start, free = the rest (offered unless the
+    host is drained or unreachable). Times are ISO UTC, ages seconds. ``job`` is ``None``
+    for a claim no active job holds (a launch in progress, or one being cleaned up).
+    Raises ``redis.RedisError``; a host that does not answer is a row with ``reachable``
+    false and its ``error``, its GPUs as configured (none when not configured)."""
+    return _rows(store, [(f, h) for f in fleet_adapters(providers) for h in f.settings.hosts])
+
+
+def _rows(store: Store, targets: list[tuple[FleetProvider, HostSettings]]
+          ) -> list[dict[str, Any]]:
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, len(targets))) as pool:
+        answers = list(pool.map(lambda t: _gpus_now(*t), targets))
+    state = {f.name: _LedgerState.read(_ledger(store, f)) for f, _ in targets}
+    jobs = _jobs_by_instance(store, {iid for s in state.values() for iid in s.claims})
+    now = utcnow()
+    return [_host_row(f, h, gpus, error, state[f.name], jobs, now)
+            for (f, h), (gpus, error) in zip(targets, answers, strict=True)]
+
+
+def _find(providers: ProviderRegistry | None, host: str,
+          fleet: str | None) -> tuple[FleetProvider, HostSettings]:
+    """The fleet adapter and host settings of ``host`` (in ``fleet`` when given). Raises
+    :class:`FleetHostNotFound`, or :class:`AmbiguousHost` when several fleets have it."""
+    fleets = [f for f in fleet_adapters(providers) if fleet is None or f.name == fleet]
+    found = [(f, h) for f in fleets if (h := f.settings.host(host)) is not None]
+    if not found:
+        raise FleetHostNotFound(host, [f"{f.name}/{h.name}" if fleet is None and len(fleets) > 1
+                                       else h.name for f in fleets for h in f.settings.hosts])
+    if len(found) > 1:
+        raise AmbiguousHost(f"fleet: host {host!r} is in fleets "
+                            f"{', '.join(f.name for f, _ in found)}; name one")
+    return found[0]
+
+
+def drain(store: Store, providers: ProviderRegistry | None, host: str,
+          fleet: str | None = None) -> dict[str, Any]:
+    """Drain ``host``: no new job starts there, and each instance on it gets a preemption
+    notice (checkpoint, then move; see the module docstring). Idempotent: draining again
+    keeps the first drain's time, so the notice's deadline stays. Returns the host's row
+    (:func:`hosts`). Raises :class:`FleetHostNotFound`, :class:`AmbiguousHost`,
+    ``redis.RedisError``."""
+    adapter, settings = _find(providers, host, fleet)
+    _ledger(store, adapter).drain(settings.name)
+    return _rows(store, [(adapter, settings)])[0]
+
+
+def undrain(store: Store, providers: ProviderRegistry | None, host: str,
+            fleet: str | None = None) -> dict[str, Any]:
+    """Return ``host`` to service: its free GPUs are offered from the next offer poll.
+    Harmless when it was not drained. Returns its row; raises as :func:`drain`."""
+    adapter, settings = _find(providers, host, fleet)
+    _ledger(store, adapter).undrain(settings.name)
+    return _rows(store, [(adapter, settings)])[0]
