@@ -160,9 +160,11 @@ class VastClient:
 
     # ----- calls ------------------------------------------------------------------------------
     def search_offers(self, query: dict[str, Any], *, offer_type: str, limit: int,
-                      storage_gib: float, verified_only: bool) -> list[dict[str, Any]]:
+                      storage_gib: float, verified_only: bool,
+                      order: list[list[str]] | None = None) -> list[dict[str, Any]]:
         """``POST /bundles/``: rows of ``offer_type`` (``on-demand`` | ``bid``) matching
-        ``query`` (Vast's ``{field: {op: value}}`` filters), at most ``limit``, priced with
+        ``query`` (Vast's ``{field: {op: value}}`` filters), at most ``limit``, in ``order``
+        (``[[field, "asc"|"desc"]]``; default the SDK's, score descending), priced with
         ``storage_gib`` of disk. The SDK's default filters apply (rentable, not rented, not
         external), ``verified`` only when ``verified_only``."""
         from vastai.api import offers
@@ -172,8 +174,8 @@ class VastClient:
             "external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False}}
         q.update(query)
         answer = self._call("search_offers", lambda sdk: offers.search_offers(
-            sdk.client, query=q, offer_type=offer_type, limit=limit, storage=storage_gib,
-            no_default=True))
+            sdk.client, query=q, offer_type=offer_type, order=order, limit=limit,
+            storage=storage_gib, no_default=True))
         return list(answer)
 
     def instances(self, select_filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:

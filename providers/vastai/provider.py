@@ -42,7 +42,6 @@ from typing import Any
 from core.models import Instance, Market, Offer, OfferKey, PriceObservation, utcnow
 from providers.base import Checked, CheckResult, Compute, LaunchRequest
 from providers.errors import CapacityError, NotFoundError, ProviderError
-from providers.regional_api import logged_skips
 from providers.regional_instances import InstanceMemory, has_tags, pending_instance
 from providers.vastai import translate
 from providers.vastai.bidding import bid_usd_per_hour
@@ -57,6 +56,9 @@ DEFAULT_STORAGE_GIB = 5.0
 # poll_prices reuses offers searched at most this long ago: the poller lists offers and polls
 # prices back to back every 60 s, so a cycle reuses its own search and never the last one's.
 SEARCH_REUSE_S = 30.0
+# Asks per search request: a page of raw rows (about 11 KB each as the SDK parses them) is
+# all that is held at once, whatever max_offers is.
+SEARCH_PAGE_ROWS = 1000
 # A launch looks for the machine's current ask among at most this many rows.
 ASK_LOOKUP_LIMIT = 20
 # InstanceMemory is made for regions; Vast has one.
@@ -111,15 +113,32 @@ class VastProvider(Compute, Checked):
 
     def _search(self, market: Market, query: dict[str, Any], limit: int
                 ) -> dict[OfferKey, tuple[Offer, translate.Ask]]:
-        rows = self.client.search_offers(
-            query, offer_type="bid" if market is Market.SPOT else "on-demand", limit=limit,
-            storage_gib=self._storage_gib(), verified_only=self.settings.verified_only)
-        if len(rows) >= limit == self.settings.max_offers:
+        """Offers of ``market`` matching ``query``, at most ``limit`` rows, searched in pages
+        of :data:`SEARCH_PAGE_ROWS` asks ordered by ask id (each page starts after the last
+        id seen), so that only one page of raw rows is held at a time."""
+        found: dict[OfferKey, tuple[Offer, translate.Ask]] = {}
+        after, seen, skipped = None, 0, 0
+        while seen < limit:
+            page_query = dict(query) | ({"id": {"gt": after}} if after is not None else {})
+            size = min(SEARCH_PAGE_ROWS, limit - seen)
+            rows = self.client.search_offers(
+                page_query, offer_type="bid" if market is Market.SPOT else "on-demand",
+                limit=size, storage_gib=self._storage_gib(),
+                verified_only=self.settings.verified_only, order=[["id", "asc"]])
+            seen += len(rows)
+            ids = [r["id"] for r in rows if isinstance(r.get("id"), int)]
+            skipped += translate.offers_from_rows(rows, market, self._clock(), into=found)[1]
+            del rows
+            if len(ids) < size or not ids:
+                break
+            after = max(ids)
+        if skipped:
+            log.warning("vastai %s offers: skipped %d malformed rows", market.value, skipped)
+        if seen >= limit == self.settings.max_offers:
             log.warning("vastai %s search returned max_offers (%d) offers, all it asks for: "
                         "the market may have more; raise max_offers or narrow the filters",
                         market.value, limit)
-        return logged_skips(translate.offers_from_rows(rows, market, self._clock()),
-                            f"vastai {market.value} offers: rows")
+        return found
 
     def _list_offers(self) -> list[Offer]:
         wanted = set(self.settings.gpu_models)

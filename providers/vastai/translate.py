@@ -169,12 +169,13 @@ def offer_from_row(row: dict[str, Any], market: Market, observed_at: datetime) -
                  interruption_risk=risk, interruption_notice_s=notice, observed_at=observed_at)
 
 
-def offers_from_rows(rows: Iterable[dict[str, Any]], market: Market, observed_at: datetime
+def offers_from_rows(rows: Iterable[dict[str, Any]], market: Market, observed_at: datetime,
+                     into: dict[OfferKey, tuple[Offer, Ask]] | None = None
                      ) -> tuple[dict[OfferKey, tuple[Offer, Ask]], int]:
-    """Offers of ``market`` by key, with the ask behind each (rows consumed lazily); when two
-    rows give one key (a host listed twice) the cheaper stays. Returns (offers, number of
-    rows skipped as malformed)."""
-    out: dict[OfferKey, tuple[Offer, Ask]] = {}
+    """Offers of ``market`` by key, with the ask behind each (rows consumed lazily), added
+    to ``into`` when given; when two rows give one key (a host listed twice) the cheaper
+    stays. Returns (the offers, number of rows skipped as malformed)."""
+    out: dict[OfferKey, tuple[Offer, Ask]] = {} if into is None else into
     skipped = 0
     for row in rows:
         try:

@@ -109,7 +109,8 @@ def test_a_duplicate_made_by_a_race_is_destroyed(fake_vast_factory, make_provide
     offer = _offers(provider)
     first = provider.launch(_request(offer))
     # The other replica passed its look-up before ours created: it makes a second instance.
-    args = create_arguments(offer=offer, ask_id=5, client_token="job-1-1", tags={},
+    free = next(i for i, a in fake.asks.items() if not a.get("rented"))
+    args = create_arguments(offer=offer, ask_id=free, client_token="job-1-1", tags={},
                             agent_env={}, cfg=provider.settings.launch, bid=0.22)
     duplicate = provider.client.create_instance(args)
     assert provider.launch(_request(offer)).id == first.id

@@ -80,3 +80,14 @@ def test_a_wrong_key_fails_the_checks_without_raising(fake_vast_factory, make_pr
     rows = make_provider(fake).check()
     assert rows[0].ok  # a key was found
     assert all(not r.ok and r.detail.startswith("AuthError") for r in rows[1:])
+
+
+def test_a_large_market_is_searched_in_pages_after_the_last_id(fake_vast_factory,
+                                                               make_provider) -> None:
+    fake = fake_vast_factory(catalogue(2300))
+    offers = make_provider(fake, markets=["spot"], min_reliability=0).list_offers()
+    assert len({o.key for o in offers}) == 2300
+    pages = fake.calls("POST", "/api/v0/bundles/")
+    assert [p.body["limit"] for p in pages] == [1000, 1000, 1000]
+    assert [p.body.get("id") for p in pages] == [None, {"gt": 11_000_999}, {"gt": 11_001_999}]
+    assert all(p.body["order"] == [["id", "asc"]] for p in pages)
