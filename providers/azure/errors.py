@@ -56,7 +56,7 @@ ERRORS: ErrorTable = (
         "InvalidAuthenticationTokenTenant", "ExpiredAuthenticationToken",
         "LinkedAuthorizationFailed", "SubscriptionNotFound", "MissingSubscription",
         "InvalidSubscriptionId"}), ()),
-    (NotFoundError, frozenset({"ResourceNotFound", "NotFound"}), ()),
+    (NotFoundError, frozenset({"ResourceNotFound", "NotFound", "ResourceGroupNotFound"}), ()),
     (TransientError, frozenset({
         "TooManyRequests", "ServerTimeout", "InternalServerError", "InternalExecutionError",
         "ServiceUnavailable", "GatewayTimeout", "RetryableError", "OperationPreempted"}), ()),

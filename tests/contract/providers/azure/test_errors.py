@@ -73,6 +73,16 @@ def test_observed_allocation_failure_through_the_sdk(
     assert isinstance(error, CapacityError) and error.code == "AllocationFailed"
 
 
+@pytest.mark.parametrize("code", ["ZonalAllocationFailed", "OverconstrainedAllocationRequest"])
+def test_allocation_codes_at_the_top_level(code: str, fake_azure: FakeAzure,
+                                           make_provider: Callable[..., AzureProvider]) -> None:
+    # the docs' message for both: "Allocation failed. We do not have sufficient capacity…"
+    fake_azure.fail("PUT", code, status=409, message="Allocation failed. We do not have "
+                    "sufficient capacity for the requested VM size in this region.")
+    error = _raised(make_provider(fake_azure))
+    assert isinstance(error, CapacityError) and error.code == code
+
+
 @pytest.mark.parametrize("key", ["capacity_restriction_409", "spot_tier_no_capacity_docs_message"])
 def test_sku_not_available_bodies(key: str, fake_azure: FakeAzure,
                                   make_provider: Callable[..., AzureProvider]) -> None:

@@ -201,12 +201,18 @@ def test_terminate_is_idempotent_and_not_a_preemption(
 
 
 def test_describe_filters_by_tags_and_location(
-        fake_azure: FakeAzure, make_provider: Callable[..., AzureProvider]) -> None:
+        fake_azure_factory: Callable[..., FakeAzure],
+        make_provider: Callable[..., AzureProvider]) -> None:
+    fake_azure = fake_azure_factory(vm_page_size=1)  # every VM on its own page
     provider = make_provider(fake_azure)
     instance = provider.launch(_request(_offer(provider, Market.SPOT)))
     fake_azure.finish()
     fake_azure.vms["someone-elses-vm"] = fake_azure.vms[instance.id].__class__(
         "someone-elses-vm", {"location": "eastus", "properties": {
             "hardwareProfile": {"vmSize": "Standard_D2_v2"}}}, "2026-12-01T12:00:00+00:00")
+    fake_azure.vms["elsewhere"] = fake_azure.vms[instance.id].__class__(
+        "elsewhere", {**fake_azure.vms[instance.id].body, "location": "westus"},
+        "2026-12-01T12:00:00+00:00")
     assert [i.id for i in provider.describe()] == [instance.id]
     assert provider.describe({"gpu-arbiter:job": "job-9"}) == []
+    assert provider.requests["VirtualMachines_List"] == 6  # 3 pages per listing
