@@ -7,7 +7,8 @@ It composes :mod:`.client` (SDK calls), :mod:`.translate`, :mod:`.bidding` and :
 - Offers: ``search offers`` of type ``on-demand`` (price ``dph_total``) and ``bid`` (price
   ``min_bid``, ``interruption_notice_s`` 0), at most ``max_offers`` each, filtered by
   reliability, country and verification on Vast's side and by GPU model here (Vast's names
-  differ from ours). Only the search's rows of one market are held at a time.
+  differ from ours). Searched in pages of :data:`SEARCH_PAGE_ROWS` asks by ask id, so only
+  one page of raw rows is held at a time (a truncated market keeps its lowest ask ids).
 - Prices: Vast keeps no price history; ``poll_prices`` observes every offer's current price
   (the offers of a poll at most :data:`SEARCH_REUSE_S` old, else a new search).
 - Launch: the label ``gpu-arbiter:<client token>`` is looked up first and its instance
@@ -125,11 +126,11 @@ class VastProvider(Compute, Checked):
                 page_query, offer_type="bid" if market is Market.SPOT else "on-demand",
                 limit=size, storage_gib=self._storage_gib(),
                 verified_only=self.settings.verified_only, order=[["id", "asc"]])
-            seen += len(rows)
+            got, seen = len(rows), seen + len(rows)
             ids = [r["id"] for r in rows if isinstance(r.get("id"), int)]
             skipped += translate.offers_from_rows(rows, market, self._clock(), into=found)[1]
             del rows
-            if len(ids) < size or not ids:
+            if got < size or not ids:
                 break
             after = max(ids)
         if skipped:

@@ -93,8 +93,8 @@ class VastSettings(StrictModel):
       default 0.95).
     - **countries**: two-letter country codes of the hosts (``[US, DE]``); empty = all.
     - **verified_only**: only Vast-verified hosts (default true; the SDK's default filter).
-    - **max_offers**: at most this many offers per market and poll (the search's ``limit``;
-      1–20,000, default 5,000). A poll that returns exactly this many logs a warning.
+    - **max_offers**: at most this many asks per market and poll (1–20,000, default 5,000;
+      searched in pages of 1,000). A poll that returns exactly this many logs a warning.
     - **markets**: ``spot`` (interruptible bids) and/or ``on-demand``; default both.
     - **server_url**: the API root; default ``https://console.vast.ai`` (local fakes).
     - **retries**: attempts per request for 429/502/503/504 and connection errors (the SDK's

@@ -59,6 +59,7 @@ def test_prices_observe_every_offer_and_reuse_a_fresh_search(fake_vast_factory,
     assert len(fake.calls("POST", "/api/v0/bundles/")) == 2  # the offers' searches, reused
     assert {p.series: p.price_usd_per_hour for p in prices} == {
         o.key.series(): o.price_usd_per_hour for o in offers}
+    assert {o.key for o in provider.list_offers()} == {o.key for o in offers}  # stable
     later = offers[0].observed_at + timedelta(seconds=1)
     assert provider.poll_prices(later) == []  # nothing newer than since
 
