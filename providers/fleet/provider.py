@@ -296,8 +296,9 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         for iid, claim in claims.items():
             if iid in inventory.instances:
                 continue
-            if (now - claim.claimed_at).total_seconds() < grace and "offer" in claim.detail:
-                out.append(self._instance(iid, claim.detail, InstanceState.PENDING))
+            if (now - claim.claimed_at).total_seconds() < grace:
+                if "offer" in claim.detail:  # its launch is under way
+                    out.append(self._instance(iid, claim.detail, InstanceState.PENDING))
             elif self.ledger is not None:
                 log.warning("fleet host %s: claim of %s (GPUs %s) has no instance there "
                             "after %.0f s: a launch that died; released", host.name, iid,

@@ -13,9 +13,9 @@ Layout on a host, under its work root (created mode 0700)::
         work/                GA_WORK_DIR: the job and its checkpoint directory
 
 An instance is **running** while the process ``agent.pid`` names is alive with the start time
-recorded there (``/proc/<pid>/stat`` field 22: a reused pid has another), **stray** while its
-leader is gone but its process group is not, **exited** once both are gone without an
-``ended`` file, **starting** before ``agent.pid`` exists. Every step that changes an
+recorded there (``/proc/<pid>/stat`` field 22: a reused pid has another) and not a zombie,
+**stray** while its leader is gone but its process group is not, **exited** once both are
+gone without an ``ended`` file, **starting** before ``agent.pid`` exists. Every step that changes an
 instance's state takes ``flock`` on ``<client_token>/.lock``, so a start and an abandon
 (or a terminate) of one instance never interleave.
 """
@@ -48,9 +48,11 @@ inst_state() {
   if [ -f "$D/ended" ]; then STATE=ended; return; fi
   if [ ! -f "$D/agent.pid" ]; then STATE=starting; return; fi
   read -r PID START < "$D/agent.pid" || true
-  NOW=$(sed 's/.*) //' "/proc/$PID/stat" 2>/dev/null | cut -d' ' -f20)
-  if [ -n "$PID" ] && [ "$NOW" = "$START" ]; then STATE=running
-  elif [ -n "$PID" ] && kill -0 -- "-$PID" 2>/dev/null; then STATE=stray
+  # Fields after "(comm) ": 1 the process state (Z: a zombie is dead), 20 its start time.
+  NOW=$(sed 's/.*) //' "/proc/$PID/stat" 2>/dev/null | cut -d' ' -f1,20)
+  if [ -n "$PID" ] && [ "$NOW" != "Z $START" ] && [ "${NOW#* }" = "$START" ]; then
+    STATE=running
+  elif [ -n "$PID" ] && kill -0 "-$PID" 2>/dev/null; then STATE=stray
   else STATE=exited; fi
 }
 """
@@ -157,13 +159,13 @@ echo "$STATE"
 [ "$STATE" = ended ] && exit 0
 [ -n "$ONLY" ] && [ "$STATE" != "$ONLY" ] && exit 3
 if [ -n "$PID" ]; then
-  kill -TERM -- "-$PID" 2>/dev/null || true
+  kill -TERM "-$PID" 2>/dev/null || true
   waited=0
-  while kill -0 -- "-$PID" 2>/dev/null && [ "$waited" -lt "$GRACE_TICKS" ]; do
+  while kill -0 "-$PID" 2>/dev/null && [ "$waited" -lt "$GRACE_TICKS" ]; do
     sleep 0.2; waited=$((waited + 1))
   done
-  kill -KILL -- "-$PID" 2>/dev/null || true
-  while kill -0 -- "-$PID" 2>/dev/null; do sleep 0.1; done
+  kill -KILL "-$PID" 2>/dev/null || true
+  while kill -0 "-$PID" 2>/dev/null; do sleep 0.1; done
 fi
 rm -f "$D/agent.env"
 echo "$WHY" > "$D/ended"
