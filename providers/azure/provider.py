@@ -64,7 +64,7 @@ class AzureProvider(RegionalCompute, Checked):
     Every method may block on HTTP calls (5 s connect / 30 s read per request, retries as
     :mod:`.client` says); launch and terminate never wait for Azure's long-running operation.
     Launch creates the VM named from the client token only if it does not exist; terminate
-    deletes it (gone already is done); describe lists the resource group once per location.
+    deletes it (gone already is done); describe lists the resource group once.
     A Spot VM Azure is evicting carries a notice and is ``preempted``; one that vanished
     without our delete was deleted by its eviction (policy ``Delete``) and is reported
     ``preempted`` too.
@@ -97,6 +97,8 @@ class AzureProvider(RegionalCompute, Checked):
         self._retail: TTLCache[str, RetailLists] = TTLCache("retail prices", RETAIL_PRICES_TTL_S)
         self._deletes_lock = threading.Lock()
         self._deleted_at: dict[str, datetime] = {}  # VM name → when we asked to delete it
+        self._listing_lock = threading.Lock()
+        self._listing: list[dict[str, Any]] | None = None  # the resource group, this describe
 
     def close(self) -> None:
         super().close()
@@ -166,8 +168,9 @@ class AzureProvider(RegionalCompute, Checked):
         return instances.instance_from_vm(vm, self._clock(), since)
 
     def _region_instances(self, region: str, tags: dict[str, str]) -> list[Instance]:
+        listing = self._listing
         out: list[Instance] = []
-        for vm in self.client.iter_vms():
+        for vm in listing if listing is not None else self.client.iter_vms():
             vm_tags = vm.get("tags") or {}
             if (str(vm.get("location", "")).lower() != region
                     or instances.CLIENT_TOKEN_TAG not in vm_tags
@@ -180,11 +183,19 @@ class AzureProvider(RegionalCompute, Checked):
         return out
 
     def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
+        # One listing of the resource group serves every location (the base asks per
+        # location); describes are serialised so that each reads its own listing.
+        with self._listing_lock:
+            self._listing = list(self.client.iter_vms())
+            try:
+                described = super()._describe(tags)
+            finally:
+                self._listing = None
         # Spot VMs are created with evictionPolicy Delete: one that vanished without our
         # delete was evicted, even when no listing caught it being deleted.
         return [i.model_copy(update={"terminated_reason": "preempted"})
                 if i.terminated_reason == "released" and i.offer.market is Market.SPOT else i
-                for i in super()._describe(tags)]
+                for i in described]
 
     def _find_by_token(self, region: str, client_token: str) -> Instance | None:
         vm = self.client.get_vm(launching.vm_name(client_token))

@@ -26,7 +26,7 @@ else the location itself.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -109,7 +109,7 @@ def gpu_size(sku: Mapping[str, Any], location: str) -> GpuSize | None:
 
 
 def gpu_sizes(skus: Iterable[Mapping[str, Any]], location: str,
-              wanted: Any = None) -> tuple[dict[str, GpuSize], int]:
+              wanted: Callable[[str], bool] | None = None) -> tuple[dict[str, GpuSize], int]:
     """VM size → :class:`GpuSize` of the GPU sizes among ``skus`` (lazily consumed) offered in
     ``location``, only those ``wanted(name)`` selects when given; and the number of SKUs
     skipped as malformed."""

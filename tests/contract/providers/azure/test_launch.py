@@ -216,3 +216,6 @@ def test_describe_filters_by_tags_and_location(
     assert [i.id for i in provider.describe()] == [instance.id]
     assert provider.describe({"gpu-arbiter:job": "job-9"}) == []
     assert provider.requests["VirtualMachines_List"] == 6  # 3 pages per listing
+    two = make_provider(fake_azure, locations=["eastus", "westus"], launch=None)
+    assert sorted(i.id for i in two.describe()) == ["elsewhere", instance.id]
+    assert two.requests["VirtualMachines_List"] == 3  # one listing serves both locations
