@@ -139,6 +139,7 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
              user_budget_usd: Sequence[float] | None = None,
              checkpoint_interval_h: Sequence[float] | None = None,
              checkpoint_age_h: Sequence[float] | None = None,
+             final_checkpoint_s: Sequence[float] | None = None,
              time_scale: float = 1.0) -> JobView:
     """The :class:`JobView` of ``jobs`` at ``now`` (aware UTC).
 
@@ -147,7 +148,9 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
     deadline, the spend so far (``Job.cost_usd``). Not in the models today, so passed in (one
     value per job; ``nan``/``inf`` = unknown/none): ``compute_h`` and ``remaining_compute_h``
     (without them deadline reasoning is off), budgets, the user's spend over all their jobs,
-    the hours between checkpoints and the progress since the last committed one.
+    the hours between checkpoints and the progress since the last committed one, and the wall
+    seconds a final checkpoint takes after a notice (compared with each offer's
+    ``interruption_notice_s``, also wall seconds, so never scaled).
     ``previous`` is the offer of the last placement that ended ``moved`` (left by choice).
 
     ``time_scale`` is market seconds per wall second (1 on real clouds, >1 on a replayed
@@ -171,4 +174,5 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
         user_budget_usd=per_job(user_budget_usd, np.inf),
         checkpoint_interval_h=per_job(checkpoint_interval_h, 0.0),
         checkpoint_age_h=per_job(checkpoint_age_h, 0.0),
+        final_checkpoint_s=per_job(final_checkpoint_s, 0.0),
     )

@@ -6,6 +6,9 @@ useful hours the instance must therefore be billed ``T = W / (1 - λ·loss)`` ho
 hour suffers ``λ`` reclaims, each costing ``loss`` hours), so the effective price is
 ``price / (1 - λ·loss)``; a new instance also pays one restart overhead up front. On-demand
 offers have ``λ = 0``. When ``λ·loss >= 1`` the offer cannot make progress (infinite cost).
+A market whose interruption notice is long enough for a final checkpoint loses no progress at
+a reclaim, only the restart (:func:`loss_per_reclaim_h`); one that gives no notice (Vast.ai)
+loses the progress since the last periodic checkpoint.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from policies.availability import residual_up_h
-from policies.views import NO_OFFER, AvailabilityStats, JobView, MarketView
+from policies.views import NO_OFFER, AvailabilityStats, JobView, MarketView, OfferTable
 
 # λ·loss is clipped below 1 by this much: an offer that loses 99 % of its time is useless anyway.
 _MAX_LOSS_SHARE = 0.99
@@ -36,11 +39,35 @@ def hazard_per_h(stats: AvailabilityStats, is_spot: np.ndarray) -> np.ndarray:
     return np.where(is_spot, lam, 0.0)
 
 
-def loss_per_reclaim_h(jobs: JobView) -> np.ndarray:
-    """Hours lost at a reclaim: restart overhead + expected rework (half a checkpoint interval).
-    Shape ``(n, 1)`` so it broadcasts over offers."""
-    loss = jobs.restart_overhead_h + 0.5 * jobs.checkpoint_interval_h
-    return loss[:, None]
+def loss_per_reclaim_h(jobs: JobView, offers: OfferTable | None = None) -> np.ndarray:
+    """Hours lost at a reclaim: the restart overhead, plus the expected rework (half a
+    checkpoint interval) unless the offer's interruption notice leaves time for a final
+    checkpoint.
+
+    The rework is saved on an offer whose ``interruption_notice_s`` is known, positive and at
+    least the job's ``final_checkpoint_s`` (the agent stops the job on the notice and commits
+    its checkpoint). With no notice (0: the instance just stops), a notice too short, or none
+    known (``nan``, or ``offers`` not given) the half interval is lost, as it always was.
+
+    Args:
+        jobs: ``n`` jobs.
+        offers: the ``m`` offers (:class:`OfferTable`), optional.
+
+    Returns:
+        ``(n, 1)`` when no offer has a usable notice (it broadcasts over offers), else
+        ``(n, m)``.
+    """
+    overhead = jobs.restart_overhead_h[:, None]
+    rework = 0.5 * jobs.checkpoint_interval_h[:, None]
+    notice = offers.interruption_notice_s if offers is not None else np.zeros(0)
+    if notice.size == 0 or not (rework > 0).any():
+        return overhead + rework
+    final_s = jobs.final_checkpoint_s if jobs.final_checkpoint_s.size else np.zeros(len(jobs))
+    with np.errstate(invalid="ignore"):
+        usable = (notice[None, :] > 0) & (notice[None, :] >= final_s[:, None])
+    if not usable.any():
+        return overhead + rework
+    return overhead + np.where(usable, 0.0, rework)
 
 
 def inflation(hazard: np.ndarray, loss_h: np.ndarray) -> np.ndarray:
@@ -57,7 +84,7 @@ def inflation(hazard: np.ndarray, loss_h: np.ndarray) -> np.ndarray:
 def effective_price(jobs: JobView, market: MarketView,
                     hazard: np.ndarray | None = None) -> np.ndarray:
     """Risk-aware USD per hour of useful progress for every (job, offer), shape ``(n, m)``:
-    ``price × inflation(λ, loss)`` with the loss of :func:`loss_per_reclaim_h`.
+    ``price × inflation(λ, loss)`` with the loss of :func:`loss_per_reclaim_h` on each offer.
 
     Args:
         jobs, market: ``n`` jobs, ``m`` offers.
@@ -66,15 +93,16 @@ def effective_price(jobs: JobView, market: MarketView,
             zones correlated with a recent reclaim).
 
     When hazards and prices are shared by all jobs (one market, the common case) the row is
-    computed once per distinct loss; the result may then be a read-only broadcast view.
+    computed once per distinct row of losses; the result may then be a read-only broadcast
+    view.
     """
     n, m = len(jobs), len(market.offers)
     lam = hazard_per_h(market.offer_stats, market.offers.is_spot) if hazard is None else hazard
-    loss = loss_per_reclaim_h(jobs)
+    loss = loss_per_reclaim_h(jobs, market.offers)
     price = np.asarray(market.price_usd_per_hour)
     if lam.ndim == 1 and price.ndim == 1:
-        uniq, inv = np.unique(loss[:, 0], return_inverse=True)
-        rows = price[None, :] * inflation(lam[None, :], uniq[:, None])
+        uniq, inv = np.unique(loss, axis=0, return_inverse=True)
+        rows = price[None, :] * inflation(lam[None, :], uniq)
         return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
     return np.broadcast_to(price, (n, m)) * inflation(lam, loss)
 

@@ -79,6 +79,9 @@ class OfferTable:
     - **is_spot**: ``(m,)`` bool; on-demand offers are never preempted.
     - **interruption_risk**: monthly interruption frequency in [0, 1] (0 for on-demand), ``(m,)``.
     - **on_demand_price_usd_per_hour**: the same type's on-demand price (``nan`` unknown), ``(m,)``.
+    - **interruption_notice_s**: seconds of warning a reclaimed spot instance gets
+      (``Offer.interruption_notice_s``: 0 none, as on Vast.ai; ``nan`` unknown), ``(m,)``;
+      empty when the table was built without it (all unknown).
     - **hardware**: ``gpu_count``, ``vram_gib`` (per GPU), ``vcpus``, ``memory_gib``, ``(m,)``.
     - **labels**: integer codes of the raw ``provider``, ``region_label``, ``zone_label`` and the
       lower-cased ``gpu_model`` of each offer, with their vocabularies in ``vocab`` (for the
@@ -97,6 +100,7 @@ class OfferTable:
     vram_gib: np.ndarray = field(default_factory=lambda: np.zeros(0))
     vcpus: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     memory_gib: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    interruption_notice_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: dict[str, np.ndarray] = field(default_factory=dict)
     vocab: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -126,6 +130,8 @@ class OfferTable:
             vram_gib=_col([o.vram_gib for o in offers]),
             vcpus=_col([o.vcpus for o in offers], int),
             memory_gib=_col([o.memory_gib for o in offers]),
+            interruption_notice_s=_col([np.nan if o.interruption_notice_s is None
+                                        else o.interruption_notice_s for o in offers]),
             labels=labels, vocab=vocab,
         )
 
@@ -194,6 +200,9 @@ class JobView:
     - **move_extra_h**: extra time of a voluntary move: checkpoint size ÷ bandwidth.
     - **checkpoint_interval_h**: hours of progress between checkpoints (0: continuous).
     - **checkpoint_age_h**: progress since the last committed checkpoint (lost if preempted).
+    - **final_checkpoint_s**: seconds the job needs, from a preemption notice, to save and
+      commit a final checkpoint (the daemon: the spec's ``grace_s``); a notice at least this
+      long loses no progress (:func:`policies.risk.loss_per_reclaim_h`). ``inf``: it cannot.
     - **last_preempted_zone**: zone index of the last spot preemption (:data:`NO_ZONE` none).
     - **since_preemption_h**: hours since that preemption (``inf`` none).
     - **since_start_h**: hours since the current instance started (``inf`` when none).
@@ -215,6 +224,7 @@ class JobView:
     move_extra_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
     checkpoint_interval_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
     checkpoint_age_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    final_checkpoint_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     last_preempted_zone: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     since_preemption_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
     since_start_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -231,14 +241,15 @@ class JobView:
     def build(cls, n: int = 1, **values) -> JobView:
         """A view of ``n`` jobs; each value is a scalar (same for all) or an ``(n,)`` sequence.
 
-        Defaults: no deadline, no instance, 0 overheads, continuous checkpoints, no preemption,
-        no budget. Raises ``TypeError`` for an unknown field name.
+        Defaults: no deadline, no instance, 0 overheads, continuous checkpoints, a final
+        checkpoint in no time, no preemption, no budget. Raises ``TypeError`` for an unknown field name.
         """
         defaults = dict(
             compute_h=np.nan, remaining_compute_h=np.nan, elapsed_h=0.0,
             time_to_deadline_h=np.inf, current=NO_OFFER, overhead_left_h=0.0,
             restart_overhead_h=0.0, decision_interval_h=0.0, move_extra_h=0.0,
-            checkpoint_interval_h=0.0, checkpoint_age_h=0.0, last_preempted_zone=NO_ZONE,
+            checkpoint_interval_h=0.0, checkpoint_age_h=0.0, final_checkpoint_s=0.0,
+            last_preempted_zone=NO_ZONE,
             since_preemption_h=np.inf, since_start_h=np.inf, previous=NO_OFFER,
             spent_usd=0.0, budget_usd=np.inf, user_spent_usd=0.0, user_budget_usd=np.inf,
         )

@@ -178,7 +178,8 @@ def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> Jo
     """The views of ``job`` at ``now`` (aware UTC). Remaining compute = ``expected_hours`` −
     progress saved in committed checkpoints (``Job.progress_h``); progress since the last
     checkpoint (lost by a move) is estimated from the current attempt's running hours. The
-    owner's spend is read from the store when the owner has a limit."""
+    job's final checkpoint after a notice is taken to need its ``grace_s`` (the time the agent
+    gives it to save). The owner's spend is read from the store when the owner has a limit."""
     eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
     cooling = cooling_down(job, now)
     if cooling is not None:
@@ -201,6 +202,7 @@ def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> Jo
         budget_usd=[_or(job.spec.budget_usd, math.inf)],
         user_spent_usd=[user_spent], user_budget_usd=[_or(user_limit, math.inf)],
         checkpoint_interval_h=[job.spec.checkpoint.sync_interval_s * snap.time_scale / 3600.0],
-        checkpoint_age_h=[age_h], time_scale=snap.time_scale,
+        checkpoint_age_h=[age_h], final_checkpoint_s=[job.spec.checkpoint.grace_s],
+        time_scale=snap.time_scale,
     )
     return JobInputs(table, market, jobs, eligible[0])

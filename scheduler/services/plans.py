@@ -195,7 +195,7 @@ class _Estimates:
         finish = risk.expected_cost_to_finish(jobs, market.price_usd_per_hour,
                                               risk.effective_price(jobs, market))[0]
         return cls(snap, spec, hours, _history_prices(store, snap.offers, to_ms(since), to_ms(now)),
-                   lam, risk.inflation(lam, risk.loss_per_reclaim_h(jobs)[0]),
+                   lam, risk.inflation(lam, risk.loss_per_reclaim_h(jobs, inputs.table)[0]),
                    float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0]), finish,
                    tie_break_rank(inputs.table))
 

@@ -3,8 +3,12 @@
 Discrete time: tick ``i`` of a run that starts at absolute tick ``s`` covers market hours
 ``[(s+i)·g, (s+i+1)·g)``. At the start of every tick:
 
-1. a spot instance whose offer is unavailable now is **reclaimed** (the job keeps the progress of
-   its last checkpoint: all of it with continuous checkpoints, ``checkpoint_interval_h = 0``);
+1. a spot instance whose offer is unavailable now is **reclaimed**. On an offer whose
+   interruption notice is at least the job's ``final_checkpoint_s`` the job takes a final
+   checkpoint and keeps all its progress (the notice's seconds are not billed: they are far
+   shorter than a tick); without a notice (``interruption_notice_s`` 0, as on Vast.ai), with
+   one too short, or with none known, it keeps the progress of its last periodic checkpoint
+   (all of it with continuous checkpoints, ``checkpoint_interval_h = 0``);
 2. the policy sees a :class:`~policies.views.JobView` and a :class:`~policies.views.MarketView`
    of all runs and returns a :class:`~policies.views.Decision` (the same call the daemon makes);
 3. a different offer means a new instance: it pays the **restart overhead** (launch, setup,
@@ -48,6 +52,9 @@ class SimJob:
     - **move_extra_h**: extra time of a voluntary move (checkpoint size ÷ bandwidth).
     - **budget_usd** / **user_budget_usd**: limits (``inf`` none); the user has only this job.
       Reaching 100 % of either stops the run (see step 5).
+    - **final_checkpoint_s**: seconds the job needs from a preemption notice to a committed
+      checkpoint, compared with each offer's ``interruption_notice_s`` (default 0: any notice
+      is enough).
     """
 
     compute_h: float
@@ -57,11 +64,13 @@ class SimJob:
     move_extra_h: float = 0.0
     budget_usd: float = math.inf
     user_budget_usd: float = math.inf
+    final_checkpoint_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.compute_h > 0:
             raise SimulationError(f"compute_h must be > 0, got {self.compute_h!r}")
-        for name in ("restart_overhead_h", "checkpoint_interval_h", "move_extra_h"):
+        for name in ("restart_overhead_h", "checkpoint_interval_h", "move_extra_h",
+                     "final_checkpoint_s"):
             if getattr(self, name) < 0:
                 raise SimulationError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
@@ -96,6 +105,16 @@ class SimResult:
         return self.finished & (np.nan_to_num(self.finish_h, nan=np.inf) <= self.deadline_h + 1e-9)
 
 
+def notice_saves_progress(notice_s: np.ndarray, final_checkpoint_s: float, m: int) -> np.ndarray:
+    """``(m,)`` bool: a reclaim of the offer comes with a notice long enough for the final
+    checkpoint (``notice_s`` > 0 and >= ``final_checkpoint_s``; ``nan`` = unknown = no; an
+    empty ``notice_s`` = all unknown)."""
+    if notice_s.size == 0:
+        return np.zeros(m, bool)
+    with np.errstate(invalid="ignore"):
+        return (notice_s > 0) & (notice_s >= final_checkpoint_s)
+
+
 class _Runs:
     """Mutable state of ``n`` runs."""
 
@@ -116,6 +135,8 @@ class _Runs:
         self.since_pre, self.since_start = np.full(n, np.inf), np.full(n, np.inf)
         self.corr = market.correlation_at(starts) if len(market.table.zone_names) > 1 else None
         self.alerts: list[tuple[int, str, float, float]] = []
+        self.warned = notice_saves_progress(market.table.interruption_notice_s,
+                                            job.final_checkpoint_s, len(market.table))
 
     def reclaim(self, avail: np.ndarray) -> None:
         """Step 1: spot instances whose offer is gone are reclaimed."""
@@ -126,6 +147,8 @@ class _Runs:
         self.preempts += hit
         self.lost_zone = np.where(hit, self.m.table.zone[col], self.lost_zone)
         self.since_pre = np.where(hit, 0.0, self.since_pre)
+        final = hit & self.warned[col]
+        self.ckpt = np.where(final, self.progress, self.ckpt)
         self.progress = np.where(hit, self.ckpt, self.progress)
         self.cur = np.where(hit, NO_OFFER, self.cur)
         self.owed = np.where(hit, 0.0, self.owed)
@@ -143,6 +166,7 @@ class _Runs:
             decision_interval_h=g, move_extra_h=job.move_extra_h,
             checkpoint_interval_h=job.checkpoint_interval_h,
             checkpoint_age_h=self.progress - self.ckpt, last_preempted_zone=self.lost_zone,
+            final_checkpoint_s=job.final_checkpoint_s,
             since_preemption_h=self.since_pre, since_start_h=self.since_start,
             previous=self.prev, spent_usd=self.cost, budget_usd=job.budget_usd,
             user_spent_usd=self.cost, user_budget_usd=job.user_budget_usd,
@@ -194,7 +218,9 @@ class _Runs:
                                  self.progress)
         self.owed = np.where(running, self.owed - use_owed, self.owed)
         tau = job.checkpoint_interval_h
-        self.ckpt = np.floor(self.progress / tau + 1e-9) * tau if tau > 0 else self.progress.copy()
+        # A final checkpoint taken at a notice may lie between two periodic ones.
+        periodic = np.floor(self.progress / tau + 1e-9) * tau if tau > 0 else self.progress
+        self.ckpt = np.maximum(self.ckpt, periodic)
         self.finish = np.where(fin, i * g + used, self.finish)
         self.done |= fin
         self.cur = np.where(fin, NO_OFFER, self.cur)

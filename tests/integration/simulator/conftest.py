@@ -18,9 +18,11 @@ OFFER = ("{provider: aws, region: r1, zone: %s, instance_type: p3.2xlarge, gpu_m
 
 
 def write_market(folder: Path, traces: dict[str, list[int]], spot_usd: float = 1.0,
-                 on_demand_usd: float | None = 3.0, gap_s: int = 600) -> Path:
+                 on_demand_usd: float | None = 3.0, gap_s: int = 600,
+                 notices: dict[str, str] | None = None) -> Path:
     """A market with one spot offer per zone (trace ``traces[zone]``, 1 = available) and an
-    on-demand offer in the first zone."""
+    on-demand offer in the first zone; ``notices`` gives a zone's offer a ``notice`` (YAML
+    flow text, e.g. ``{style: none}``; default AWS's, with the market's 120 s)."""
     lines = ["name: hand", "offers:"]
     for i, (zone, data) in enumerate(traces.items()):
         (folder / f"{zone}.json").write_text(json.dumps(
@@ -28,6 +30,8 @@ def write_market(folder: Path, traces: dict[str, list[int]], spot_usd: float = 1
         prices = f", spot_price_usd_per_hour: {spot_usd}, availability_trace: {zone}.json"
         if i == 0 and on_demand_usd is not None:
             prices += f", on_demand_price_usd_per_hour: {on_demand_usd}"
+        if notices and zone in notices:
+            prices += f", notice: {notices[zone]}"
         lines.append("  - " + OFFER % (zone, prices))
     path = folder / "market.yaml"
     path.write_text("\n".join(lines) + "\n")

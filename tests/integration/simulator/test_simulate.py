@@ -37,7 +37,7 @@ def test_start_offsets_and_polarity(sim_market):
 
 
 def test_checkpoint_interval_loses_unsaved_progress(sim_market):
-    market = sim_market({"a": TRACE})
+    market = sim_market({"a": TRACE}, notices={"a": "{style: none}"})  # reclaimed unwarned
     # checkpoints every .25 h of progress: reclaimed at 2/6 h done → back to .25 h; relaunched
     # at tick 6 (overhead), 1/6 h more at tick 7, the last .083 h in tick 8
     job = SimJob(0.5, None, TICK, checkpoint_interval_h=0.25)
