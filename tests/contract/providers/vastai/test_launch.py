@@ -99,8 +99,11 @@ def test_a_repeated_token_returns_the_first_instance(fake_vast_factory, make_pro
     provider = make_provider(fake)
     offer = _offers(provider)
     first = provider.launch(_request(offer))
-    again = make_provider(fake).launch(_request(offer))  # another replica
+    restarted = make_provider(fake)  # another replica, or the daemon after a restart
+    again = restarted.launch(_request(offer))
     assert again.id == first.id and len(fake.calls("PUT", "/api/v0/asks/")) == 1
+    [found] = make_provider(fake).describe({TAG_OWNER: "ga-test"})
+    assert (found.id, found.client_token, found.offer) == (first.id, "job-1-1", offer.key)
 
 
 def test_a_duplicate_made_by_a_race_is_destroyed(fake_vast_factory, make_provider) -> None:
