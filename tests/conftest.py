@@ -27,6 +27,7 @@ FULL_ONLY = ("e2e", "slow")
 # the in-memory cloud (tests/fakes, tests/unit/controller).
 SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "agent/test_agent_run",
+    "agent/test_agent_run_azure_gcp",
     "agent/test_aws_imds_bootstrap",
     "agent/test_output_through_daemon_outage",
     "aliyun/test_agent_notice",
@@ -46,6 +47,7 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "planning/test_plan_cli_fresh_home",
     "planning/test_plan_matches_placement",
     "replay/test_replay_cloud",
+    "replay/test_replay_notice_styles",
     "store/test_embedded_redis_cli",
 ))
 
