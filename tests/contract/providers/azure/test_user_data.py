@@ -38,7 +38,8 @@ class _Imds(BaseHTTPRequestHandler):
 @pytest.fixture
 def imds() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     server.server_close()
@@ -46,13 +47,17 @@ def imds() -> Iterator[str]:
 
 def test_script_reads_the_vm_name_and_writes_the_agent_env(tmp_path: Path, imds: str) -> None:
     base = tmp_path / "ga"
+    venv = tmp_path / "venv"  # its python refuses at once: the script stops at the install
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 1\n")
+    (venv / "bin" / "python").chmod(0o755)
     script = render_user_data({"GA_AGENT_TOKEN": SECRET, "GA_INSTANCE_ID": "ignored"},
-                              pip_spec=str(tmp_path / "no-such-package"), venv=None,
+                              pip_spec="gpu-arbiter", venv=str(venv),
                               imds_url=imds, base_dir=str(base), supervisor="nohup")
     subprocess.run(["bash", "-n"], input=script.encode(), check=True)
     run = subprocess.run(["bash", "-c", script], check=False, capture_output=True, timeout=60,
                          env={"PATH": os.environ["PATH"]})
-    assert run.returncode != 0  # pip cannot install a missing path: stops after the env file
+    assert run.returncode != 0  # the install failed, after the env file was written
     env_file = base / "agent.env"
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     env = env_file.read_text()
