@@ -43,6 +43,7 @@ def test_a_spot_launch_bids_the_minimum_plus_the_margin(fake_vast_factory, make_
     assert body["label"] == "gpu-arbiter:job-1-1" and body["cancel_unavail"] is True
     assert body["env"]["GA_OFFER"] == "vastai/cn/cn-guangxi/m22990.1xRTX4090/spot"
     assert SECRET not in str(body["env"]) and SECRET not in body["onstart"]
+    assert fake.instances[int(instance.id)].row["is_bid"] is True  # rented interruptible
     assert instance.client_token == "job-1-1" and instance.tags[TAG_JOB] == "job-1"
     assert instance.state is InstanceState.PENDING and instance.offer.market is Market.SPOT
 
@@ -50,7 +51,11 @@ def test_a_spot_launch_bids_the_minimum_plus_the_margin(fake_vast_factory, make_
 def test_an_on_demand_launch_sends_no_bid(fake_vast_factory, make_provider) -> None:
     fake = fake_vast_factory([ask()])
     provider = make_provider(fake)
-    provider.launch(_request(_offers(provider, Market.ON_DEMAND)))
+    offer = _offers(provider, Market.ON_DEMAND)
+    with pytest.raises(ProviderError, match="on-demand price 0.2467") as refused:
+        provider.launch(_request(offer, max_price=0.24))  # the job's cap is below dph_total
+    assert refused.value.code == "InvalidLaunchRequest"
+    provider.launch(_request(offer))
     [create] = fake.calls("PUT", "/api/v0/asks/")
     assert create.body["price"] is None
 
