@@ -48,7 +48,8 @@ class Clock:
     """A settable aware-UTC clock, starting now."""
 
     def __init__(self) -> None:
-        self.now = datetime.now(UTC)
+        now = datetime.now(UTC)  # whole milliseconds, as the ledger stores times
+        self.now = now.replace(microsecond=now.microsecond // 1000 * 1000)
 
     def __call__(self) -> datetime:
         return self.now
