@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,6 +69,3 @@ def catalogue(n: int, *, seed: int = 7, first_id: int = 11_000_000) -> list[dict
         })
     return rows
 
-
-def dump(rows: list[dict[str, Any]], path: Path) -> None:
-    path.write_text(json.dumps(rows))
