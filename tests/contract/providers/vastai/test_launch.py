@@ -89,13 +89,16 @@ def test_the_current_min_bid_decides_and_a_gone_ask_is_no_capacity(fake_vast_fac
         provider.launch(_request(offer, token="job-1-2"))  # rented now: not listed
 
 
-def test_a_taken_or_unknown_ask_at_create_is_no_capacity(fake_vast_factory, make_provider) -> None:
+@pytest.mark.parametrize(("status", "error"), [(410, "no_longer_available"),
+                                               (404, "no_such_ask")])
+def test_a_taken_or_unknown_ask_at_create_is_no_capacity(fake_vast_factory, make_provider,
+                                                        status: int, error: str) -> None:
     fake = fake_vast_factory([ask()])
     provider = make_provider(fake)
     offer = _offers(provider)
-    fake.fail("/api/v0/asks/", 410, {"success": False, "error": "no_longer_available",
-                                     "msg": "Offer no longer available", "ask_id": 11684738})
-    with pytest.raises(CapacityError, match="410"):
+    fake.fail("/api/v0/asks/", status, {"success": False, "error": error,
+                                        "msg": "Offer no longer available", "ask_id": 11684738})
+    with pytest.raises(CapacityError, match=f"HTTP {status} {error}"):
         provider.launch(_request(offer))
 
 
