@@ -98,3 +98,13 @@ def test_the_key_is_never_logged_nor_in_an_error(fake_vast_factory, make_provide
     logging.getLogger("urllib3").debug("sent header Bearer %s", TEST_API_KEY)
     assert caplog.records and TEST_API_KEY not in caplog.text
     assert all(TEST_API_KEY not in str(r.check) + r.detail for r in provider.check())
+
+
+def test_the_observed_resources_unavailable_body_is_no_capacity() -> None:
+    from providers.errors import CapacityError
+    from providers.vastai.client import error_for
+    from tests.contract.providers.vastai.data import example
+
+    body = example("instance_start_resources_unavailable_observed.json")  # an HTTP 200
+    error = error_for(200, body["error"], body["msg"], "start")
+    assert isinstance(error, CapacityError) and "state change queued" in str(error)
