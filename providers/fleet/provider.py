@@ -309,8 +309,20 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
     def _launch(self, request: LaunchRequest) -> Instance:
         """Claim the slot, make ``work_root/<client_token>``, write ``meta.json`` and
         ``agent.env`` (0600, over SFTP), start the agent; idempotent on the client token.
-        Raises ``CapacityError`` (slot taken, host drained or unknown), ``TransientError``/
-        ``AuthError`` (host unreachable, host key refused)."""
+        Raises ``CapacityError`` (slot taken, host drained, unknown or not answering: the
+        job is placed elsewhere), ``AuthError`` (host key or user key refused),
+        ``TransientError`` (the connection broke during the launch: a retry with the same
+        token resumes it)."""
+        try:
+            return self._launch_on_host(request)
+        except TransientError as exc:
+            if exc.code != "Unreachable":
+                raise
+            # Waiting for a host that is down would hold the job; a claim made before it
+            # went down is released by describe when it answers (launch grace).
+            raise CapacityError(str(exc), provider=self.name, code="HostUnreachable") from None
+
+    def _launch_on_host(self, request: LaunchRequest) -> Instance:
         ledger = self._ledger()
         offer = request.offer
         try:

@@ -91,3 +91,14 @@ def test_a_private_key_pasted_as_host_key_is_refused_without_its_value(entry, tm
     entry["hosts"][0]["host_key"] = "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE"
     message = refused(entry, tmp_path)
     assert "hosts[0].host_key" in message and "b3BlbnNzaC1rZXktdjE" not in message
+
+
+def test_the_daemon_hands_each_fleet_its_ledger(entry, tmp_path, redis_server) -> None:
+    from scheduler.daemon import _hand_slot_ledgers
+
+    second = {**copy.deepcopy(entry), "name": "lab2"}
+    adapters = build_providers([entry, second], tmp_path, tmp_path)
+    _hand_slot_ledgers(adapters, redis_server.client())
+    assert [a.ledger.fleet for a in adapters] == ["lab", "lab2"]
+    for adapter in adapters:
+        adapter.close()

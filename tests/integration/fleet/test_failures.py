@@ -39,6 +39,10 @@ def test_a_killed_host_loses_its_instances_and_its_slots_return(fleet_env: Fleet
     assert lost.state is InstanceState.TERMINATED and "gpu-b unreachable" in lost.terminated_reason
     assert {o.zone for o in adapter.list_offers()} == {"gpu-a", "gpu-c"}
 
+    with pytest.raises(CapacityError, match="unreachable") as refused:  # placed elsewhere
+        adapter.launch(request(slot(fleet_env.provider(), "gpu-a", 1).model_copy(
+            update={"instance_type": "gpu-b.1xV100", "zone": "gpu-b"}), "job-k2-1"))
+    assert refused.value.code == "HostUnreachable"
     adapter.terminate(inst.id)  # the controller ends it: quiet, the GPU stays claimed
     assert fleet_env.ledger().allocations() == {"gpu-b": {0: inst.id}}
     assert fleet_env.ledger().claims()[inst.id].ending_at is not None
