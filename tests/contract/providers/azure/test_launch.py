@@ -219,3 +219,35 @@ def test_describe_filters_by_tags_and_location(
     two = make_provider(fake_azure, locations=["eastus", "westus"], launch=None)
     assert sorted(i.id for i in two.describe()) == ["elsewhere", instance.id]
     assert two.requests["VirtualMachines_List"] == 3  # one listing serves both locations
+
+
+def _without(body: dict, path: str) -> dict:
+    *parents, leaf = path.split(".")
+    node = body
+    for key in parents:
+        node = node[key]
+    node.pop(leaf)
+    return body
+
+
+@pytest.mark.parametrize("path", [
+    "location", "properties.hardwareProfile", "properties.osProfile.adminUsername",
+    "properties.osProfile.linuxConfiguration", "properties.networkProfile",
+    "properties.storageProfile.imageReference", "properties.evictionPolicy"])
+def test_the_fake_refuses_a_body_azure_would(path: str, fake_azure: FakeAzure,
+                                             make_provider: Callable[..., AzureProvider]) -> None:
+    provider = make_provider(fake_azure)
+    request = _request(_offer(provider, Market.SPOT))
+    params = provider._run_params(request, "eastus")
+    with pytest.raises(ProviderError) as info:
+        provider.client.create_vm(params["name"], _without(params["body"], path))
+    assert info.value.code == "InvalidLaunchRequest" and not fake_azure.vms
+
+
+def test_the_fake_refuses_spot_fields_on_a_regular_vm(
+        fake_azure: FakeAzure, make_provider: Callable[..., AzureProvider]) -> None:
+    provider = make_provider(fake_azure)
+    params = provider._run_params(_request(_offer(provider, Market.ON_DEMAND)), "eastus")
+    params["body"]["properties"]["evictionPolicy"] = "Delete"
+    with pytest.raises(ProviderError, match="EvictionPolicyCanBeSetOnlyOnAzureSpot"):
+        provider.client.create_vm(params["name"], params["body"])

@@ -75,3 +75,9 @@ def test_credentials_in_the_file_are_refused_unechoed(tmp_path: Path) -> None:
     assert "hunter2" not in str(info.value) and "client_secret" in str(info.value)
     assert CREDENTIALS_COME_FROM in str(info.value)
     assert "DefaultAzureCredential" in CREDENTIALS_COME_FROM
+
+
+def test_a_full_entry_passes_the_credential_screen(tmp_path: Path) -> None:
+    (provider,) = build_providers([_entry(launch=launch_section())], tmp_path, tmp_path)
+    assert isinstance(provider, AzureProvider)  # ssh_public_key is not taken for a secret
+    provider.close()
