@@ -140,6 +140,8 @@ class FakeAzure:
     counts: Counter[str] = field(default_factory=Counter)
     operations: dict[str, str] = field(default_factory=dict)
     _injected: dict[str, list[ArmError]] = field(default_factory=dict)
+    # statuses the next price pages fail with (None: that page is served)
+    price_failures: list[int | None] = field(default_factory=list)
     _allocation_failure: str | None = None
 
     def __post_init__(self) -> None:
@@ -191,6 +193,10 @@ class FakeAzure:
             self.requests.append(Recorded(method, path, query, headers, body))
             if path.rstrip("/") == "/api/retail/prices":
                 self.counts["RetailPrices"] += 1
+                status = self.price_failures.pop(0) if self.price_failures else None
+                if status is not None:
+                    return status, {}, {"Error": {"Code": f"HTTP{status}",
+                                                  "Message": "injected"}}
                 return 200, {}, self._prices(query)
             self.counts[f"{method} {path.rsplit('/', 1)[-1]}"] += 1
             self._authenticate(path, query, headers)

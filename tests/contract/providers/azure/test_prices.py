@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from providers.azure import AzureProvider
 from providers.azure.prices import location_filter
+from providers.errors import ProviderError, TransientError
 from tests.contract.providers.azure.data import LOCATION, T0
 from tests.contract.providers.azure.fake_azure import FakeAzure
 
@@ -47,3 +50,18 @@ def test_spot_only_markets(fake_azure: FakeAzure,
     provider = make_provider(fake_azure, markets=["spot"])
     assert {o.market.value for o in provider.list_offers()} == {"spot"}
     assert {o.series.rsplit("/", 1)[1] for o in provider.poll_prices()} == {"spot"}
+
+
+def test_failed_pages_are_transient_or_plain_errors(
+        fake_azure: FakeAzure, make_provider: Callable[..., AzureProvider]) -> None:
+    provider = make_provider(fake_azure)
+    fake_azure.price_failures[:] = [None, 503]  # the second page fails
+    with pytest.raises(TransientError, match="HTTP 503"):
+        list(provider.prices.iter_items(LOCATION))
+    fake_azure.price_failures[:] = [429]
+    with pytest.raises(TransientError):
+        provider.list_offers()  # the only location failed: the poll raises
+    fake_azure.price_failures[:] = [400]
+    with pytest.raises(ProviderError, match="not a price page"):
+        list(provider.prices.iter_items(LOCATION))
+    assert len(provider.list_offers()) == 6  # answered again: offers are back
