@@ -97,7 +97,8 @@ class AwsConfig(AwsSettings):
 
 
 # Unknown fields that look like credentials are refused without echoing their value.
-_SECRET_FIELD_RE = re.compile(r"secret|password|token|access_key|session_key|api_?key",
+_SECRET_FIELD_RE = re.compile(r"secret|password|passphrase|private_key|token|access_key|"
+                              r"session_key|api_?key",
                               re.IGNORECASE)
 
 

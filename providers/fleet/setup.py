@@ -8,7 +8,6 @@ relative to the config file. The slot ledger is handed over by the daemon
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,30 +20,19 @@ from providers.fleet.ssh import known_name, trusted_keys
 CREDENTIALS_COME_FROM = ("name a key file per host as identity_file (its passphrase, if any, "
                          "from the SSH agent), or set use_agent: true for the SSH agent's keys")
 
-# Field names that would carry key material or passphrases (refused without their value).
-_KEY_MATERIAL_RE = re.compile(r"private|passphrase|key_data|pkey", re.IGNORECASE)
-
-
 class FleetConfig(FleetSettings):
     """``kind: fleet``: the team's own GPU hosts over SSH; see :class:`FleetSettings`."""
 
     kind: str
 
 
-def _key_material(value: Any, path: str = "") -> list[str]:
-    found = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str) and _KEY_MATERIAL_RE.search(key):
-                found.append(where)
-            found += _key_material(item, where)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += _key_material(item, f"{path}[{i}]")
-    elif isinstance(value, str) and "PRIVATE KEY" in value:
-        found.append(path)
-    return found
+def _pasted_keys(entry: dict[str, Any]) -> list[str]:
+    """Fields of ``hosts`` holding a private key's text instead of a path or a public key
+    (fields named like key material are refused before this, by the provider setup)."""
+    hosts = entry.get("hosts")
+    return [f"hosts[{i}].{name}" for i, host in enumerate(hosts if isinstance(hosts, list) else [])
+            if isinstance(host, dict) for name in ("identity_file", "host_key")
+            if "PRIVATE KEY" in str(host.get(name, ""))]
 
 
 def from_config(entry: dict[str, Any], base: Path, home: Path) -> Provider:
@@ -55,7 +43,7 @@ def from_config(entry: dict[str, Any], base: Path, home: Path) -> Provider:
     from providers.replay.market import expand_path
     from scheduler.provider_setup import ProviderConfigError
 
-    material = _key_material(entry)
+    material = _pasted_keys(entry)
     if material:
         raise ProviderConfigError(
             f"{', '.join(sorted(material))}: private keys do not belong in the config file "
