@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, field_validator
 
 from providers.azure.provider import AzureProvider
 from providers.azure.settings import AzureSettings
@@ -38,16 +38,15 @@ class AzureConfig(AzureSettings):
     defaults to ``AZURE_SUBSCRIPTION_ID`` and is required one way or the other."""
 
     kind: str
+    subscription_id: str | None = Field(default=None, validate_default=True)
 
-    @model_validator(mode="before")
+    @field_validator("subscription_id", mode="before")
     @classmethod
-    def _subscription_from_env(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("subscription_id"):
-            from_env = os.environ.get(SUBSCRIPTION_ENV, "").strip()
-            if not from_env:
-                raise ValueError(f"subscription_id: required (or set {SUBSCRIPTION_ENV})")
-            data = {**data, "subscription_id": from_env}
-        return data
+    def _subscription_from_env(cls, value: Any) -> Any:
+        value = value or os.environ.get(SUBSCRIPTION_ENV, "").strip()
+        if not value:
+            raise ValueError(f"required (or set {SUBSCRIPTION_ENV})")
+        return value
 
 
 def from_config(entry: dict[str, Any], base: Path, home: Path) -> Provider:
