@@ -15,9 +15,9 @@ from providers.azure import AzureProvider
 from providers.azure.launch import max_price, vm_name
 from providers.azure.settings import AzureLaunchSettings
 from providers.base import LaunchRequest
-from providers.errors import ProviderError
+from providers.errors import CapacityError, ProviderError
 from tests.contract.providers.azure.conftest import launch_section
-from tests.contract.providers.azure.data import RESOURCE_GROUP, SUBNET, price_of
+from tests.contract.providers.azure.data import RESOURCE_GROUP, SUBNET, price_of, skus
 from tests.contract.providers.azure.fake_azure import FakeAzure
 
 TAGS = {"gpu-arbiter:owner": "owner-1", "gpu-arbiter:job": "job-1", "gpu-arbiter:attempt": "1"}
@@ -251,3 +251,23 @@ def test_the_fake_refuses_spot_fields_on_a_regular_vm(
     params["body"]["properties"]["evictionPolicy"] = "Delete"
     with pytest.raises(ProviderError, match="EvictionPolicyCanBeSetOnlyOnAzureSpot"):
         provider.client.create_vm(params["name"], params["body"])
+
+
+def test_a_zone_restricted_size_is_offered_and_launched_elsewhere_only(
+        fake_azure_factory: Callable[..., FakeAzure],
+        make_provider: Callable[..., AzureProvider]) -> None:
+    catalog = skus()
+    a100 = next(s for s in catalog if s["name"] == "Standard_NC24ads_A100_v4")
+    a100["restrictions"][0]["restrictionInfo"]["zones"] = ["2"]
+    fake = fake_azure_factory(skus=catalog)
+    provider = make_provider(fake)
+    zones = {o.zone for o in provider.list_offers()
+             if o.instance_type == "Standard_NC24ads_A100_v4"}
+    assert zones == {"eastus-1", "eastus-3"}
+    offer = _offer(provider, Market.SPOT, "eastus-1")
+    restricted = offer.model_copy(update={"zone": "eastus-2",
+                                          "instance_type": "Standard_NC24ads_A100_v4"})
+    with pytest.raises(CapacityError, match="SkuNotAvailable"):
+        provider.launch(_request(restricted))
+    assert provider.launch(_request(offer.model_copy(update={
+        "instance_type": "Standard_NC24ads_A100_v4"}), "job-2-1")).offer.zone == "eastus-1"
