@@ -33,7 +33,6 @@ GPU_BY_FAMILY: dict[str, str] = {
     "standardndisrh200v5family": "H200",
     "standardndisv5mi300xfamily": "MI300X",
     "standardnvsv3family": "M60",
-    "standardnvsv4family": "MI25",
 }
 
 # Sizes whose SKU entry lacks the ``GPUs`` capability although they have GPUs (the ND MI300X v5
@@ -41,7 +40,8 @@ GPU_BY_FAMILY: dict[str, str] = {
 GPU_COUNT_BY_SIZE: dict[str, int] = {"Standard_ND96is_MI300X_v5": 8}
 
 # Sizes that carry part of one GPU (the NVadsA10 v5 size page: 1/6, 1/3 and 1/2 of an A10):
-# their VRAM per GPU is the partition's, GiB.
+# their VRAM per GPU is the partition's, GiB. (NVv4's MI25 partitions are left out of the
+# family table: the SKU reports no fraction to size them by.)
 PARTIAL_GPU_VRAM_GIB: dict[str, float] = {
     "Standard_NV6ads_A10_v5": 4.0, "Standard_NV12ads_A10_v5": 8.0,
     "Standard_NV18ads_A10_v5": 12.0,
