@@ -53,6 +53,7 @@ SKUS_PAGE = 5000
 # zoneOperations.wait answers when the operation is DONE or after at most ~2 minutes; one
 # wait call is asked for at most this long before it is asked again.
 OPERATION_WAIT_CALL_S = 60.0
+OPERATION_REPOLL_S = 1.0
 _MESSAGE_MAX = 400
 
 ERRORS: ErrorTable = (
@@ -96,7 +97,7 @@ def map_error(exc: Exception, where: str) -> errors.ProviderError:
         return error_for(code, status, f"{where}: {code or status}: "
                                        f"{str(exc.message)[:_MESSAGE_MAX]}")
     if isinstance(exc, auth_exceptions.GoogleAuthError):
-        return errors.AuthError(f"{where}: no usable Application Default Credentials "
+        return errors.AuthError(f"{where}: credentials missing, refused or not refreshable "
                                 f"({type(exc).__name__})", provider=PROVIDER,
                                 code=type(exc).__name__)
     if isinstance(exc, (requests.ConnectionError, requests.Timeout, gexc.RetryError)):
@@ -131,7 +132,8 @@ def gcp_call(action: str, place: str) -> Iterator[None]:
 
 def as_json(message: Any) -> dict[str, Any]:
     """A proto-plus message → its REST JSON dict (lowerCamelCase)."""
-    return type(message).to_dict(message, preserving_proto_field_name=False)
+    return type(message).to_dict(message, preserving_proto_field_name=False,
+                                 use_integers_for_enums=False)
 
 
 class GcpClient:
@@ -280,9 +282,9 @@ class GcpClient:
         Operation. A 409 ``alreadyExists`` is a :class:`ProviderError` with that code."""
         resource = compute_v1.Instance.from_json(json.dumps(body))
         return as_json(self._read("instances.insert", zone, lambda: self._client(
-            "instances").insert_unary(project=self.project, zone=zone,
-                                      instance_resource=resource, request_id=request_id,
-                                      timeout=TIMEOUT_S)))
+            "instances").insert_unary(request=compute_v1.InsertInstanceRequest(
+                project=self.project, zone=zone, instance_resource=resource,
+                request_id=request_id), timeout=TIMEOUT_S)))
 
     def delete_instance(self, zone: str, name: str) -> dict[str, Any]:
         """``instances.delete``; returns the Operation. Raises :class:`NotFoundError` when
@@ -296,10 +298,14 @@ class GcpClient:
         """``operation`` once DONE (``zoneOperations.wait``, asked again until DONE), or as
         last seen when ``bound_s`` seconds passed first."""
         deadline = time.monotonic() + bound_s
+        first = True
         while operation.get("status") != "DONE":
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            if not first:  # a wait answered early, not DONE: do not spin
+                time.sleep(min(OPERATION_REPOLL_S, left))
+            first = False
             name = str(operation["name"])
             operation = as_json(self._read("zoneOperations.wait", zone, lambda n=name, t=left:
                                            self._client("operations").wait(

@@ -91,6 +91,7 @@ class GcpProvider(RegionalCompute, Checked):
             "machine and accelerator types", TYPES_TTL_S)
         self._prices: TTLCache[str, tuple[pricing.PriceBook, datetime]] = TTLCache(
             "billing catalog prices", PRICES_TTL_S)
+        self._prices_lock = threading.Lock()
         self._place_lock = threading.Lock()
         self._zone_of: dict[str, str] = {}  # instance name → zone
         self._spot_seen: dict[str, str] = {}  # listed spot VM → zone, until it is gone
@@ -136,7 +137,9 @@ class GcpProvider(RegionalCompute, Checked):
             book = logged_skips(pricing.sku_prices(self.client.iter_skus()),
                                 "gcp billing catalog: SKUs")
             return book, self._clock()
-        return self._prices.get_or_load("compute", load)
+        # One catalog for every region: the region workers wait for one fetch, not one each.
+        with self._prices_lock:
+            return self._prices.get_or_load("compute", load)
 
     # ----- per region -------------------------------------------------------------------------
     def _offers_at(self, region: str, observed_at: datetime | None) -> list[Offer]:
@@ -240,7 +243,9 @@ class GcpProvider(RegionalCompute, Checked):
             try:
                 self.client.delete_instance(zone, instance_id)
             except NotFoundError:
-                continue
+                if zone != known:
+                    continue
+                # Names are unique per zone and the VM was seen here: 404 means it is gone.
             with self._place_lock:
                 self._spot_seen.pop(instance_id, None)
             return

@@ -121,7 +121,8 @@ class FakeGcp:
         self.inserts: list[dict[str, Any]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -181,6 +182,7 @@ class FakeGcp:
             for i, (verb, part, error) in enumerate(self._http_errors):
                 if verb == method and part in path:
                     del self._http_errors[i]
+                    self.requests[(method, "injected")] += 1
                     raise error
         if path.startswith("/v1/services/"):
             return self._skus(path, query)
