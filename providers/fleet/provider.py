@@ -212,10 +212,20 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                          reason)
         return True
 
+    def _notify(self, host: HostSettings, iid: str) -> None:
+        """Tell the agent of ``iid`` that its host is drained (SIGTERM, once), so it
+        checkpoints within the notice; its agent has no metadata service to read it from."""
+        token = iid.partition(".")[2]
+        self._ok(host, self._ssh.run(host, remote.notify(self.settings.work_root_of(host), token),
+                                     self.settings.command_timeout_s), f"notifying {iid}")
+        log.info("fleet host %s is drained: the agent of %s was told to checkpoint and stop",
+                 host.name, iid)
+
     def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
         """Every instance on the fleet's hosts and in its ledger, with a notice when its
-        host is drained; unreachable hosts as the module docstring says. A host that fails
-        is logged; this never raises for one host."""
+        host is drained (its agent is sent SIGTERM once, see :func:`remote.notify`);
+        unreachable hosts as the module docstring says. A host that fails is logged; this
+        never raises for one host."""
         claims = self._claims()
         drained = self.ledger.drained() if self.ledger is not None else {}
         inventories = self._inventories(claims)
@@ -268,6 +278,8 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
             state, reason = InstanceState.TERMINATED, found.why_ended or "terminated"
             try:
                 if found.state == "running" and (claim is None or claim.ending_at is None):
+                    if notice is not None and not found.noticed:
+                        self._notify(host, iid)
                     out.append(self._instance(iid, found.meta, InstanceState.RUNNING,
                                               notice=notice))
                     continue

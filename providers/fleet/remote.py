@@ -9,12 +9,14 @@ Layout on a host, under its work root (created mode 0700)::
         agent.pid            "<pid> <start time>" of the agent, leader of its process group
         agent.log            the agent's output
         gpus                 the GPUs the agent was started with (CUDA_VISIBLE_DEVICES)
+        noticed              its host was drained and the agent got its SIGTERM (once)
         ended                written once its process group is gone (its text: why)
         work/                GA_WORK_DIR: the job and its checkpoint directory
 
 An instance is **running** while the process ``agent.pid`` names is alive with the start time
 recorded there (``/proc/<pid>/stat`` field 22: a reused pid has another) and not a zombie,
-**stray** while its leader is gone but its process group is not, **exited** once both are
+**stray** while its leader is gone but a process of its session is not (the agent leads its
+own session; its job runs in another process group of it), **exited** once both are
 gone without an ``ended`` file, **starting** before ``agent.pid`` exists. Every step that changes an
 instance's state takes ``flock`` on ``<client_token>/.lock``, so a start and an abandon
 (or a terminate) of one instance never interleave.
@@ -42,7 +44,22 @@ alloc_log() {
 """
 
 # Sets STATE (running|stray|exited|starting|ended) and PID for the instance folder $D.
+# The agent is the leader of its own session (setsid): its job runs in a process group of
+# its own inside that session, so "the instance's processes" are the session's.
 _STATE_FN = r"""
+session_scan() {  # $1: "alive" (status 0 when the session $PID has a live process) or a signal
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- "$1" ${line##*) }
+    # After "(comm) ": state, ppid, pgrp, session. Zombies are dead (PID 1 may not reap).
+    if [ "${5:-}" = "$PID" ] && [ "$2" != Z ]; then
+      [ "$1" = alive ] && return 0
+      p=${f#/proc/}; kill "-$1" "${p%/stat}" 2>/dev/null
+    fi
+  done
+  return 1
+}
+
 inst_state() {
   PID=""; START=""
   if [ -f "$D/ended" ]; then STATE=ended; return; fi
@@ -52,7 +69,7 @@ inst_state() {
   NOW=$(sed 's/.*) //' "/proc/$PID/stat" 2>/dev/null | cut -d' ' -f1,20)
   if [ -n "$PID" ] && [ "$NOW" != "Z $START" ] && [ "${NOW#* }" = "$START" ]; then
     STATE=running
-  elif [ -n "$PID" ] && kill -0 "-$PID" 2>/dev/null; then STATE=stray
+  elif [ -n "$PID" ] && session_scan alive; then STATE=stray
   else STATE=exited; fi
 }
 """
@@ -90,7 +107,9 @@ for D in "$ROOT"/*/; do
   fi
   why=""
   [ "$STATE" = ended ] && why=$(head -c 200 "$D/ended" | tr -d '\n\t')
-  printf '%s\t%s\t%s\t%s\t' "$STATE" "$PID" "$ended_at" "$why"
+  noticed=""
+  [ -f "$D/noticed" ] && noticed=1
+  printf '%s\t%s\t%s\t%s\t%s\t' "$STATE" "$PID" "$ended_at" "$why" "$noticed"
   tr -d '\n' < "$D/meta.json"; echo
 done
 echo @end
@@ -144,8 +163,8 @@ echo "$PID"
 
 def stop(work_root: str, token: str, instance_id: str, grace_s: float, reason: str,
          only_state: str = "") -> str:
-    """Ends an instance: SIGTERM to its process group, SIGKILL after ``grace_s``, then
-    (group gone) ``ended`` with ``reason``, an ``end`` log line and ``agent.env`` removed.
+    """Ends an instance: SIGTERM to the agent's process group, SIGKILL to every process of
+    its session still there after ``grace_s``, then (all gone) ``ended`` with ``reason``, an ``end`` log line and ``agent.env`` removed.
     Nothing else of its folder is removed (its checkpoint directory stays). Prints the
     state it found. Harmless on an ended or unknown instance. With ``only_state`` it acts
     only on an instance in that state and exits 3 otherwise (a launch abandoned as
@@ -159,13 +178,13 @@ echo "$STATE"
 [ "$STATE" = ended ] && exit 0
 [ -n "$ONLY" ] && [ "$STATE" != "$ONLY" ] && exit 3
 if [ -n "$PID" ]; then
+  # SIGTERM to the agent's group, as a cloud's shutdown: the agent stops and commits its job.
   kill -TERM "-$PID" 2>/dev/null || true
   waited=0
-  while kill -0 "-$PID" 2>/dev/null && [ "$waited" -lt "$GRACE_TICKS" ]; do
+  while session_scan alive && [ "$waited" -lt "$GRACE_TICKS" ]; do
     sleep 0.2; waited=$((waited + 1))
   done
-  kill -KILL "-$PID" 2>/dev/null || true
-  while kill -0 "-$PID" 2>/dev/null; do sleep 0.1; done
+  while session_scan alive; do session_scan KILL; sleep 0.1; done
 fi
 rm -f "$D/agent.env"
 echo "$WHY" > "$D/ended"
@@ -176,15 +195,31 @@ exit 0
         GRACE_TICKS=str(max(0, int(grace_s * 5))), WHY=reason.replace("\n", " "))
 
 
+def notify(work_root: str, token: str) -> str:
+    """A drained host's running agent gets SIGTERM, once (``noticed``): as at a cloud's
+    shutdown, it stops its job, commits its checkpoint and reports ``checkpointed``."""
+    return _script(r"""
+D="$ROOT/$T"
+[ -d "$D" ] || exit 0
+exec 9>"$D/.lock"; flock 9
+inst_state
+[ "$STATE" = running ] && [ ! -f "$D/noticed" ] || exit 0
+date -u +%Y-%m-%dT%H:%M:%SZ > "$D/noticed"
+kill -TERM "$PID" 2>/dev/null || true
+""", ROOT=work_root, T=token)
+
+
 @dataclass(frozen=True)
 class HostInstance:
     """One instance folder on a host: ``state`` (module docstring), ``pid``, when it ended
-    (epoch seconds) and why (the ``ended`` file), its ``meta.json``."""
+    (epoch seconds) and why (the ``ended`` file), whether it got a drain's SIGTERM, its
+    ``meta.json``."""
 
     state: str
     pid: int | None
     ended_at: float | None
     why_ended: str | None
+    noticed: bool
     meta: dict
 
     @property
@@ -224,7 +259,7 @@ def parse_inventory(text: str, ours: set[int]) -> Inventory:
         raise ValueError("host inventory cut short (no @end)")
     instances = {}
     for line in sections["instances"]:
-        state, pid, ended_at, why, raw = (line.split("\t", 4) + ["", "", "", ""])[:5]
+        state, pid, ended_at, why, noticed, raw = (line.split("\t", 5) + [""] * 5)[:6]
         try:
             meta = json.loads(raw)
         except ValueError:
@@ -232,7 +267,7 @@ def parse_inventory(text: str, ours: set[int]) -> Inventory:
         if isinstance(meta, dict) and isinstance(meta.get("instance_id"), str):
             instances[meta["instance_id"]] = HostInstance(
                 state, int(pid) if pid.isdigit() else None,
-                float(ended_at) if ended_at else None, why or None, meta)
+                float(ended_at) if ended_at else None, why or None, noticed == "1", meta)
     gpu_lines = sections.get("gpus", [])
     if "@no-nvidia-smi" in gpu_lines or "@nvidia-smi-failed" in gpu_lines:
         gpus = None

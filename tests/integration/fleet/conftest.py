@@ -2,7 +2,8 @@
 real Redis. Each test gets its own fleet name (ledger keys) and work roots on the hosts.
 
 The modules that launch use a stand-in agent (``FAKE_AGENT``: records its environment,
-starts a child "job" in its process group, exits on SIGTERM unless told to ignore it) in
+starts a child in its process group and a "job" in a group of its own, exits on SIGTERM
+unless told to ignore it) in
 place of ``python3 -m scheduler.agent``; test_real_agent.py starts the real one.
 """
 
@@ -31,6 +32,9 @@ FAKE_AGENT = """#!/bin/sh
 env > "$GA_WORK_DIR/agent-env.tmp" && mv "$GA_WORK_DIR/agent-env.tmp" "$GA_WORK_DIR/agent-env.txt"
 sleep 600 &
 echo $! > "$GA_WORK_DIR/child.pid"
+# A job in a process group of its own, as the real agent starts its command.
+python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(600)' &
+echo $! > "$GA_WORK_DIR/job.pid"
 trap 'echo TERM >> "$GA_WORK_DIR/signals"; [ -n "${FAKE_IGNORE_TERM:-}" ] || exit 0' TERM
 n=0
 while [ -z "${FAKE_EXIT_AFTER:-}" ] || [ "$n" -lt "$FAKE_EXIT_AFTER" ]; do

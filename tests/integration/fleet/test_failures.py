@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import psutil
 import pytest
 
 from core.models import InstanceState
 from providers.errors import CapacityError
 from tests.fixtures.sshd import wait_gone
+from tests.fixtures.waiting import wait_until
 from tests.integration.fleet.conftest import FleetEnv, gpu_timeline_ok, request, slot
 from tests.integration.fleet.test_lifecycle import agent_pid
 
@@ -80,7 +82,8 @@ def test_an_ssh_outage_ends_an_agent_still_running_when_the_host_answers(
 
 def test_drain_gives_running_instances_a_notice_and_lists_no_slot(fleet_env: FleetEnv) -> None:
     adapter = fleet_env.provider(drain_notice_s=120)
-    inst = adapter.launch(request(slot(adapter, "gpu-a", 1), "job-d-1"))
+    inst = adapter.launch(request(slot(adapter, "gpu-a", 1), "job-d-1", FAKE_IGNORE_TERM="1"))
+    pid = agent_pid(fleet_env, "gpu-a", "job-d-1")
     ledger = fleet_env.ledger()
     drained_at = fleet_env.clock()
     ledger.drain("gpu-a", at=drained_at)
@@ -91,6 +94,10 @@ def test_drain_gives_running_instances_a_notice_and_lists_no_slot(fleet_env: Fle
     fleet_env.clock.advance(10)  # the notice's deadline does not move
     [noticed] = [i for i in adapter.describe() if i.id == inst.id]
     assert noticed.notice.action_at == drained_at + timedelta(seconds=120)
+    # Its agent (no metadata service to read a notice from) got one SIGTERM to checkpoint.
+    signals = fleet_env.work_root("gpu-a") / "job-d-1" / "work" / "signals"
+    wait_until(signals.exists, 10, "the agent's SIGTERM")
+    assert signals.read_text().split() == ["TERM"] and psutil.pid_exists(pid)
     assert "gpu-a" not in {o.zone for o in adapter.list_offers()}
     free_slot = slot(fleet_env.provider(), "gpu-b", 1).model_copy(
         update={"instance_type": "gpu-a.1xRTX4090", "zone": "gpu-a"})

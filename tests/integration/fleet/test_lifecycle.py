@@ -82,12 +82,14 @@ def test_terminate_stops_exactly_that_process_group(fleet_env: FleetEnv) -> None
     two = adapter.launch(request(slot(adapter, "gpu-a", 1), "job-t-2"))
     pids = {t: agent_pid(fleet_env, "gpu-a", t) for t in ("job-t-1", "job-t-2")}
     work = fleet_env.work_root("gpu-a")
-    wait_until(lambda: (work / "job-t-1/work/child.pid").exists(), 10, "the first job's child")
+    wait_until(lambda: (work / "job-t-1/work/job.pid").exists(), 10, "the first job's child")
     child = int((work / "job-t-1/work/child.pid").read_text())
-    assert os.getpgid(child) == pids["job-t-1"]
+    job = int((work / "job-t-1/work/job.pid").read_text())
+    wait_until(lambda: os.getpgid(job) == job, 10, "the job in its own process group")
+    assert os.getpgid(child) == pids["job-t-1"] and os.getsid(job) == pids["job-t-1"]
 
     adapter.terminate(one.id)
-    wait_gone([pids["job-t-1"], child])
+    wait_gone([pids["job-t-1"], child, job])  # the agent's whole session
     assert psutil.Process(pids["job-t-2"]).is_running()
     assert "TERM" in (work / "job-t-1/work/signals").read_text()
     assert not (work / "job-t-1/agent.env").exists()  # secrets go, the job's files stay

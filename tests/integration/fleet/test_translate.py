@@ -76,7 +76,8 @@ def test_inventory_output_cut_short_is_refused() -> None:
     with pytest.raises(ValueError, match="cut short"):
         parse_inventory("@vcpus\n8\n@mem_kib\n", set())
     inv = parse_inventory("@vcpus\n8\n@mem_kib\n16777216\n@gpus\n@no-nvidia-smi\n@apps\n"
-                          "@instances\nrunning\t42\t\t\t{\"instance_id\": \"b.t-1\", \"gpus\": [1]}\n"
-                          "ended\t\t1700000000\tterminated\tnot json\n@end\n", set())
+                          "@instances\nrunning\t42\t\t\t1\t{\"instance_id\": \"b.t-1\", \"gpus\": [1]}\n"
+                          "ended\t\t1700000000\tterminated\t\tnot json\n@end\n", set())
     assert (inv.vcpus, inv.memory_gib, inv.gpus) == (8, 16.0, None)
     assert list(inv.instances) == ["b.t-1"] and inv.held_gpus() == {1}
+    assert inv.instances["b.t-1"].noticed and inv.instances["b.t-1"].pid == 42
