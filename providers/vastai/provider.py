@@ -25,7 +25,8 @@ It composes :mod:`.client` (SDK calls), :mod:`.translate`, :mod:`.bidding` and :
   ``terminated`` (``shutting-down`` while still running) with reason ``preempted``. The
   adapter does not re-bid (``change_bid``): a higher bid is a higher price than the offer the
   policy chose, so the controller moves the job from its last periodic checkpoint (and
-  destroys the stopped instance, which bills storage until then). Launched but not yet
+  destroys the stopped instance, which bills storage until then; one still stopped after
+  :data:`OUTBID_DESTROY_AFTER_S` is no job's and describe destroys it). Launched but not yet
   listed → ``pending`` for a while; destroyed → ``terminated`` for an hour
   (:class:`providers.regional_instances.InstanceMemory`).
 - Terminate: ``destroy``; an instance already gone is a quiet success.
@@ -40,7 +41,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from core.models import Instance, Market, Offer, OfferKey, PriceObservation, utcnow
+from core.models import (
+    Instance,
+    InstanceState,
+    Market,
+    Offer,
+    OfferKey,
+    PriceObservation,
+    utcnow,
+)
 from providers.base import Checked, CheckResult, Compute, LaunchRequest
 from providers.errors import CapacityError, NotFoundError, ProviderError
 from providers.regional_instances import InstanceMemory, has_tags, pending_instance
@@ -62,6 +71,9 @@ SEARCH_REUSE_S = 30.0
 SEARCH_PAGE_ROWS = 1000
 # A launch looks for the machine's current ask among at most this many rows.
 ASK_LOOKUP_LIMIT = 20
+# An instance outbid (stopped) this long is destroyed by describe: the controller acts on a
+# preemption within a reconcile pass, so a stopped instance still there is no job's any more.
+OUTBID_DESTROY_AFTER_S = 600.0
 # InstanceMemory is made for regions; Vast has one.
 _ONE_REGION = "-"
 _TYPE_RE = re.compile(r"^m(\d+)\.(\d+)x")
@@ -243,9 +255,30 @@ class VastProvider(Compute, Checked):
     def _describe(self, tags: dict[str, str] | None) -> list[Instance]:
         ours = self._translated(self.client.instances())
         self.memory.listed(ours, _ONE_REGION)
+        self._destroy_long_outbid(ours)
         wanted = has_tags(tags or {})
         return [i for i in ours if wanted(i)] + self.memory.unlisted(
             _ONE_REGION, [i.id for i in ours], wanted)
+
+    def _destroy_long_outbid(self, ours: list[Instance]) -> None:
+        """Destroy the instances outbid (stopped) for over :data:`OUTBID_DESTROY_AFTER_S`:
+        nothing re-bids them, and a stopped instance bills its disk until destroyed; the
+        controller destroys the one of a running job at once, this catches those no job
+        claims any more (the orphan sweep leaves instances that are gone alone)."""
+        now = self._clock()
+        for instance in ours:
+            if instance.state is not InstanceState.TERMINATED or \
+                    instance.terminated_reason != "preempted":
+                continue
+            since = self.memory.flagged_since(instance.id, True)
+            if since is not None and (now - since).total_seconds() > OUTBID_DESTROY_AFTER_S:
+                log.warning("vastai: instance %s has been outbid since %s; destroying it",
+                            instance.id, since.isoformat())
+                try:
+                    self._terminate(instance.id)
+                except ProviderError as exc:
+                    log.warning("vastai: destroying outbid instance %s failed: %s",
+                                instance.id, exc)
 
     def _terminate(self, instance_id: str) -> None:
         if not instance_id.isdigit():

@@ -5,6 +5,7 @@ provider builder pointed at it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,17 @@ def fake_vast_factory() -> Iterator[Callable[..., FakeVast]]:
 
 @pytest.fixture
 def make_provider(vast_env: None) -> Iterator[Callable[..., VastProvider]]:
-    """``make_provider(fake, **settings) -> VastProvider`` on the fake, one attempt per request
-    (the SDK's retries sleep), with a launch section unless ``launch=None`` is given."""
+    """``make_provider(fake, clock=None, **settings) -> VastProvider`` on the fake, one
+    attempt per request (the SDK's retries sleep), with a launch section unless
+    ``launch=None`` is given."""
     made: list[VastProvider] = []
 
-    def make(fake: FakeVast, **settings: Any) -> VastProvider:
+    def make(fake: FakeVast, clock: Callable[[], datetime] | None = None,
+             **settings: Any) -> VastProvider:
         values: dict[str, Any] = {"server_url": fake.url, "retries": 1,
                                   "launch": {"image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
                                              "disk_gib": 40}, **settings}
-        provider = VastProvider(VastSettings(**values))
+        provider = VastProvider(VastSettings(**values), clock=clock)
         made.append(provider)
         return provider
 

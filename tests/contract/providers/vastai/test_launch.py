@@ -196,3 +196,26 @@ def test_the_instance_id_comes_from_the_container(env: dict[str, str], out: str)
     assert (done.returncode, done.stdout.strip()) == (0, out)
     missing = subprocess.run(["bash", "-c", script], check=False, env={}, capture_output=True, text=True)
     assert missing.returncode == 1 and "no instance id" in missing.stdout
+
+
+def test_an_instance_outbid_for_long_is_destroyed(fake_vast_factory, make_provider) -> None:
+    """Nothing re-bids a stopped instance and it bills its disk: one no job destroyed within
+    OUTBID_DESTROY_AFTER_S (its job ended before the preemption was seen) is destroyed."""
+    from datetime import timedelta
+
+    from core.models import utcnow
+    from providers.vastai.provider import OUTBID_DESTROY_AFTER_S
+
+    fake = fake_vast_factory([ask()])
+    now = [utcnow()]
+    provider = make_provider(fake, clock=lambda: now[0])
+    instance = provider.launch(_request(_offers(provider)))
+    fake.outbid(int(instance.id))
+    assert provider.describe()[0].terminated_reason == "preempted"
+    now[0] += timedelta(seconds=OUTBID_DESTROY_AFTER_S - 1)
+    provider.describe()
+    assert int(instance.id) in fake.instances  # not yet
+    now[0] += timedelta(seconds=2)
+    [gone] = provider.describe()
+    assert int(instance.id) not in fake.instances
+    assert (gone.state, gone.terminated_reason) == (InstanceState.TERMINATED, "preempted")
