@@ -52,3 +52,33 @@ def test_the_real_agent_runs_a_job_on_a_fleet_slot(fleet_env: FleetEnv, tmp_path
         assert fleet_env.ledger().allocations() == {}
     finally:
         daemon.stop()
+
+
+def test_a_drain_makes_the_real_agent_checkpoint_and_stop(fleet_env: FleetEnv,
+                                                          tmp_path: Path) -> None:
+    daemon = FakeDaemon()
+    store_url = (tmp_path / "store").as_uri()
+    store = open_store(store_url)
+    upload_workdir(store, "job-drain", JOB_SCRIPT_DIR)
+    adapter = fleet_env.provider(agent={"python": sys.executable})
+    try:
+        inst = adapter.launch(request(
+            slot(adapter, "gpu-b", 1), "job-drain-1", GA_API_URL=daemon.base_url,
+            GA_AGENT_TOKEN=daemon.token, GA_JOB_ID="job-drain", GA_ATTEMPT="1",
+            GA_STORE_URL=store_url, GA_JOB_SPEC=json.dumps(job_spec())))  # runs until stopped
+        daemon.wait_for(lambda: "running" in daemon.phases(), 60)
+        fleet_env.ledger().drain("gpu-b")
+        [noticed] = [i for i in adapter.describe() if i.id == inst.id]
+        assert noticed.notice is not None and noticed.state is InstanceState.RUNNING
+
+        daemon.wait_for(lambda: "checkpointed" in daemon.phases(), 60)
+        saved = daemon.last("checkpointed")["checkpoint_id"]
+        assert saved is not None and saved == latest_checkpoint_id(store, "job-drain")
+        pid = int((fleet_env.work_root("gpu-b") / "job-drain-1" / "agent.pid").read_text().split()[0])
+        wait_until(lambda: not psutil.pid_exists(pid)
+                   or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 30, "the agent's exit")
+        [ended] = [i for i in adapter.describe() if i.id == inst.id]
+        assert ended.state is InstanceState.TERMINATED and fleet_env.ledger().allocations() == {}
+        assert [line[1] for line in fleet_env.allocation_log("gpu-b")] == ["start", "end"]
+    finally:
+        daemon.stop()
