@@ -2,7 +2,8 @@
 
 A **fleet** is a list of hosts; a **slot** is a set of whole GPUs of one host, given to one
 instance (``CUDA_VISIBLE_DEVICES``). An instance is one node agent (``python3 -m
-scheduler.agent``) started over SSH in its own process group in ``work_root/<client_token>``.
+scheduler.agent``) started over SSH in its own session and process group in
+``work_root/<client_token>``.
 
 Offers
 ------
@@ -63,7 +64,19 @@ Drain
 ``describe`` report each of its running instances with a
 :class:`core.models.PreemptionNotice` (``action="terminate"``, ``action_at = drained_at +
 drain_notice_s``, default 120 s), so the controller checkpoints them and moves them like a
-reclaimed spot instance. ``undrain(host)`` lists its free slots again.
+reclaimed spot instance; each such agent also gets one SIGTERM (it has no metadata service
+to read a notice from), on which it stops its job, commits the checkpoint and reports
+``checkpointed``. ``undrain(host)`` lists its free slots again.
+
+Instances and failures
+----------------------
+An instance is its agent's session (the agent is started with ``setsid``; its job runs in a
+process group of its own inside it): terminate sends SIGTERM to the agent's group and SIGKILL
+to whatever of the session is left after ``terminate_grace_s``. A host that does not answer
+lists no offers; its instances stay ``running`` in ``describe`` for ``host_lost_after_s``
+(an SSH hiccup is not a lost job), then are ``terminated`` ("host unreachable"); their GPUs
+stay claimed until the host answers again (:mod:`.provider` has the whole story). A launch on
+a host that does not answer raises ``CapacityError`` (the job is placed elsewhere).
 
 Modules: :mod:`.settings` (the strict config model), :mod:`.ssh` (verified, reused
 connections), :mod:`.gpus` (``nvidia-smi`` CSV → GPUs), :mod:`.slots` (offers from free
