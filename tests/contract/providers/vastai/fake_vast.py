@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -282,7 +283,7 @@ class FakeVast:
                 "dph_total": price if price is not None else ask["dph_total"],
                 "gpu_name": ask["gpu_name"], "num_gpus": ask["num_gpus"],
                 "geolocation": ask.get("geolocation"), "image_uuid": image,
-                "onstart": body.get("onstart"), "disk_space": disk, "start_date": 1787722703.0,
+                "onstart": body.get("onstart"), "disk_space": disk, "start_date": time.time(),
                 "ssh_host": "ssh4.vast.ai", "ssh_port": 18926,
             }, never_runs=never_runs)
         return {"success": True, "new_contract": instance_id}
