@@ -271,40 +271,9 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
     def _on_host(self, host: HostSettings, inventory: remote.Inventory,
                  claims: dict[str, Claim], notice: PreemptionNotice | None,
                  now: datetime) -> list[Instance]:
-        out = []
+        out = [self._found(host, iid, found, claims.get(iid), notice, now)
+               for iid, found in inventory.instances.items()]
         grace = self.settings.launch_grace_s
-        for iid, found in inventory.instances.items():
-            claim = claims.get(iid)
-            state, reason = InstanceState.TERMINATED, found.why_ended or "terminated"
-            try:
-                if found.state == "running" and (claim is None or claim.ending_at is None):
-                    if notice is not None and not found.noticed:
-                        self._notify(host, iid)
-                    out.append(self._instance(iid, found.meta, InstanceState.RUNNING,
-                                              notice=notice))
-                    continue
-                if found.state == "starting":
-                    started = claim.claimed_at if claim else \
-                        datetime.fromisoformat(found.meta["launched_at"])
-                    if (now - started).total_seconds() < grace:
-                        out.append(self._instance(iid, found.meta, InstanceState.PENDING))
-                        continue
-                    reason = "launch abandoned (its agent never started)"
-                elif found.state == "running":
-                    reason = "terminated while its host was unreachable"
-                elif found.state in ("stray", "exited"):
-                    reason = "agent exited"
-                if found.state == "starting":
-                    if not self._stop(host, iid, 0, reason, claim, only_state="starting"):
-                        continue  # it started meanwhile: the next describe sees it running
-                elif found.state != "ended":
-                    self._stop(host, iid, 0, reason, claim)
-                elif claim is not None and self.ledger is not None:
-                    self.ledger.release(iid, claim.claimed_at)
-            except ProviderError as exc:
-                log.warning("fleet host %s: could not end %s: %s", host.name, iid, exc)
-                state = InstanceState.SHUTTING_DOWN
-            out.append(self._instance(iid, found.meta, state, reason=reason))
         for iid, claim in claims.items():
             if iid in inventory.instances:
                 continue
@@ -317,6 +286,42 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                             list(claim.gpus), grace)
                 self.ledger.release(iid, claim.claimed_at)
         return out
+
+    def _found(self, host: HostSettings, iid: str, found: remote.HostInstance,
+               claim: Claim | None, notice: PreemptionNotice | None, now: datetime) -> Instance:
+        """One instance folder of a host that answered, as describe reports it. What is left
+        of an instance that ended (its agent exited, its launch died, it was terminated while
+        the host was unreachable) is stopped here and its GPUs freed."""
+        if found.state == "running" and (claim is None or claim.ending_at is None):
+            if notice is not None and not found.noticed:
+                try:
+                    self._notify(host, iid)
+                except ProviderError as exc:
+                    log.warning("fleet host %s: could not notify %s: %s", host.name, iid, exc)
+            return self._instance(iid, found.meta, InstanceState.RUNNING, notice=notice)
+        if found.state == "ended":
+            if claim is not None and self.ledger is not None:
+                self.ledger.release(iid, claim.claimed_at)
+            return self._instance(iid, found.meta, InstanceState.TERMINATED,
+                                  reason=found.why_ended or "terminated")
+        only = ""
+        if found.state == "starting":
+            started = claim.claimed_at if claim else datetime.fromisoformat(found.meta["launched_at"])
+            if (now - started).total_seconds() < self.settings.launch_grace_s:
+                return self._instance(iid, found.meta, InstanceState.PENDING)
+            reason, only = "launch abandoned (its agent never started)", "starting"
+        elif found.state == "running":
+            reason = "terminated while its host was unreachable"
+        else:
+            reason = "agent exited"
+        try:
+            if not self._stop(host, iid, 0, reason, claim, only_state=only):
+                # It started after the inventory was taken: running after all.
+                return self._instance(iid, found.meta, InstanceState.RUNNING, notice=notice)
+        except ProviderError as exc:
+            log.warning("fleet host %s: could not end %s: %s", host.name, iid, exc)
+            return self._instance(iid, found.meta, InstanceState.SHUTTING_DOWN, reason=reason)
+        return self._instance(iid, found.meta, InstanceState.TERMINATED, reason=reason)
 
     def _launch(self, request: LaunchRequest) -> Instance:
         """Claim the slot, make ``work_root/<client_token>``, write ``meta.json`` and
