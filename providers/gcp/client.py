@@ -24,6 +24,7 @@ secrets) and never credentials.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -76,6 +77,30 @@ _BY_STATUS: dict[int, type[errors.ProviderError]] = {
 _RETRIED = gretry.if_exception_type(gexc.TooManyRequests, gexc.InternalServerError,
                                     gexc.ServiceUnavailable, gexc.BadGateway,
                                     requests.ConnectionError, requests.Timeout)
+
+
+class _DropPayloads(logging.Filter):
+    """Drops the Google clients' DEBUG records that carry a request or response
+    (``httpRequest``/``httpResponse`` extras): an insert's payload and an instance's metadata
+    hold the startup script with the agent's secrets, and the structured formatter that
+    ``GOOGLE_SDK_PYTHON_LOGGING_SCOPE`` turns on prints them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (hasattr(record, "httpRequest") or hasattr(record, "httpResponse"))
+
+
+_PAYLOAD_FILTER = _DropPayloads()
+_SDK_LOGGERS = ("google.cloud.compute_v1", "google.cloud.billing_v1", "google.auth.transport")
+
+
+def install_payload_filter() -> None:
+    """Attach :class:`_DropPayloads` to every logger of the two SDKs (each module logs on its
+    own logger, and a parent's filters do not apply to a child's records). Idempotent."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(_SDK_LOGGERS):
+            logger = logging.getLogger(name)
+            if _PAYLOAD_FILTER not in logger.filters:
+                logger.addFilter(_PAYLOAD_FILTER)
 
 
 def error_for(code: str, http_status: int, text: str) -> errors.ProviderError:
@@ -159,6 +184,7 @@ class GcpClient:
         self._lock = threading.Lock()
         self._clients: dict[str, Any] | None = None
         self.requests = RequestCounter()
+        install_payload_filter()
 
     # ----- construction -----------------------------------------------------------------------
     def _credentials(self) -> Credentials:
@@ -185,6 +211,7 @@ class GcpClient:
                         credentials=creds, transport="rest",
                         client_options={"api_endpoint": billing} if billing else None),
                 }
+                install_payload_filter()  # loggers of modules the clients imported just now
             return self._clients
 
     def _client(self, name: str) -> Any:

@@ -8,8 +8,9 @@ assembled from the documented schema) and the Compute/Billing references it cite
 real service checks and this fake checks too:
 
 - ``Authorization: Bearer <token>`` on every API call (401 ``UNAUTHENTICATED``, reason
-  ``required``/``authError``, otherwise); tokens come from :attr:`FakeGcp.tokens` or from
-  ``POST /token`` (OAuth refresh-token grant, for Application Default Credentials files);
+  ``required``/``authError``, otherwise): a token of :attr:`FakeGcp.tokens`, one issued by
+  ``POST /token`` (refresh-token or JWT-bearer grant), or a JWT signed by the key of a
+  service account in :attr:`FakeGcp.service_accounts` (Google accepts self-signed JWTs);
 - the project in the path (404 ``notFound``);
 - ``instances.insert``: ``name`` (RFC 1035), ``machineType`` known in the zone, ``disks``
   with one boot disk with ``initializeParams.sourceImage``, ``networkInterfaces``; GPUs
@@ -45,6 +46,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from google.auth import jwt
 
 API = "https://www.googleapis.com/compute/v1"
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -105,6 +108,7 @@ class FakeGcp:
             machine_types, accelerator_types, skus)
         self.tokens = set(tokens)
         self.refresh_tokens = set(refresh_tokens)
+        self.service_accounts: dict[str, str] = {}  # client_email → public key PEM
         self.lock = threading.Lock()
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self.operations: dict[tuple[str, str], dict[str, Any]] = {}
@@ -177,7 +181,7 @@ class FakeGcp:
             raise ApiError(401, "required", "Request is missing required authentication "
                            "credential. Expected OAuth 2 access token.")
         with self.lock:
-            if token not in self.tokens:
+            if token not in self.tokens and not self._signed_by_service_account(token):
                 raise ApiError(401, "authError", "Invalid Credentials")
             for i, (verb, part, error) in enumerate(self._http_errors):
                 if verb == method and part in path:
@@ -193,11 +197,27 @@ class FakeGcp:
         with self.lock:
             return self._compute(method, parts, query, body)
 
+    def _signed_by_service_account(self, token: str) -> bool:
+        """Whether ``token`` is a JWT signed by a registered service account's key (a
+        self-signed JWT, or a token-endpoint assertion)."""
+        if token.count(".") != 2:
+            return False
+        try:
+            issuer = jwt.decode(token, verify=False).get("iss")
+            jwt.decode(token, certs=self.service_accounts[issuer], audience=None)
+        except (ValueError, KeyError):
+            return False
+        return True
+
     def _token(self, body: bytes) -> tuple[int, dict[str, Any]]:
         form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
         with self.lock:
-            if form.get("grant_type") != "refresh_token" or form.get(
-                    "refresh_token") not in self.refresh_tokens:
+            granted = (
+                form.get("grant_type") == "refresh_token"
+                and form.get("refresh_token") in self.refresh_tokens) or (
+                form.get("grant_type") == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+                and self._signed_by_service_account(form.get("assertion", "")))
+            if not granted:
                 return 400, {"error": "invalid_grant", "error_description": "Bad Request"}
             token = f"access-{next(self._ids)}"
             self.tokens.add(token)
