@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
 
 from providers.errors import AuthError, TransientError
@@ -143,3 +145,19 @@ def test_a_drained_or_unreachable_host_lists_no_offer(fleet_env: FleetEnv) -> No
     broken = from_config(entry_port, fleet_env.ssh.folder, fleet_env.ssh.folder)
     assert {o.zone for o in broken.list_offers()} == {"gpu-a", "gpu-b"}
     broken.close()
+
+
+def test_threads_share_one_connection_per_host(fleet_env: FleetEnv) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+
+    adapter = fleet_env.provider()
+    host = adapter.settings.hosts[0]
+    with ThreadPoolExecutor(8) as pool:
+        inventories = list(pool.map(lambda _: adapter.inventory(host), range(16)))
+    assert all(len(inv.gpus) == 4 for inv in inventories)
+    port = fleet_env.ssh.hosts[host.name].port
+    mine = [c for c in psutil.Process().net_connections("tcp")
+            if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED]
+    assert len(mine) == 1
