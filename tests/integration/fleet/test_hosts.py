@@ -148,10 +148,6 @@ def test_a_drained_or_unreachable_host_lists_no_offer(fleet_env: FleetEnv) -> No
 
 
 def test_threads_share_one_connection_per_host(fleet_env: FleetEnv) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    import psutil
-
     adapter = fleet_env.provider()
     host = adapter.settings.hosts[0]
     with ThreadPoolExecutor(8) as pool:
