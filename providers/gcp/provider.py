@@ -47,6 +47,9 @@ PRICES_TTL_S = 12 * 3600.0
 # How long a launch waits for its insert operation: GPU VMs are usually created within a
 # minute; past this the launch answers pending and describe follows the VM.
 OPERATION_WAIT_S = 90.0
+# Instance names whose zone is remembered (terminate then needs no search); older ones are
+# looked up zone by zone.
+MAX_REMEMBERED = 10000
 _PREEMPTED_FILTER = f'operationType = "{instances.PREEMPTED_OPERATION}"'
 
 
@@ -93,8 +96,8 @@ class GcpProvider(RegionalCompute, Checked):
             "billing catalog prices", PRICES_TTL_S)
         self._prices_lock = threading.Lock()
         self._place_lock = threading.Lock()
-        self._zone_of: dict[str, str] = {}  # instance name → zone
-        self._spot_seen: dict[str, str] = {}  # listed spot VM → zone, until it is gone
+        self._zone_of: dict[str, str] = {}  # instance name → zone (at most MAX_REMEMBERED)
+        self._spot_seen: dict[str, Instance] = {}  # spot VMs listed running, until gone
 
     def check(self) -> list[CheckResult]:
         """Credentials and permissions, one cheap call each: per region ``regions.get``, then
@@ -179,20 +182,32 @@ class GcpProvider(RegionalCompute, Checked):
         found: list[Instance] = []
         for zone in self._region_zones(region):
             listed = self._zone_instances(zone, label_filter(tags) if tags else "")
-            self._note_preemptions(zone, {i.id for _, i in listed})
+            self._note_preemptions(zone, {i.id for _, i in listed}, wanted)
             with self._place_lock:
                 for raw, instance in listed:
-                    self._zone_of[instance.id] = zone
+                    self._remember_zone(instance.id, zone)
                     if instances.is_spot(raw) and not instance.state.is_gone():
-                        self._spot_seen[instance.id] = zone
+                        self._spot_seen[instance.id] = instance
+                    else:
+                        self._spot_seen.pop(instance.id, None)
             found += [i for _, i in listed if wanted(i)]
         return found
 
-    def _note_preemptions(self, zone: str, listed: set[str]) -> None:
-        """Flag in the memory every spot VM seen before in ``zone``, missing now, that the
-        zone's ``compute.instances.preempted`` operations name (one request, only then)."""
+    def _remember_zone(self, name: str, zone: str) -> None:
+        """Hold ``self._place_lock``. Keeps the newest :data:`MAX_REMEMBERED` names."""
+        self._zone_of.pop(name, None)
+        self._zone_of[name] = zone
+        while len(self._zone_of) > MAX_REMEMBERED:
+            del self._zone_of[next(iter(self._zone_of))]
+
+    def _note_preemptions(self, zone: str, listed: set[str],
+                          wanted: Callable[[Instance], bool]) -> None:
+        """Flag in the memory every spot VM seen running in ``zone`` that this listing
+        (selecting ``wanted``) should show and does not, when the zone's
+        ``compute.instances.preempted`` operations name it (one request, only then)."""
         with self._place_lock:
-            missing = {n for n, z in self._spot_seen.items() if z == zone and n not in listed}
+            missing = {n for n, i in self._spot_seen.items()
+                       if i.offer.zone == zone and wanted(i) and n not in listed}
             for name in missing:
                 del self._spot_seen[name]
         if missing:
@@ -229,7 +244,7 @@ class GcpProvider(RegionalCompute, Checked):
         if failed is not None:
             raise failed
         with self._place_lock:
-            self._zone_of[name] = zone
+            self._remember_zone(name, zone)
         raw = self.client.get_instance(zone, name) if operation.get("status") == "DONE" else None
         if raw is None:
             return pending_instance(name, request, self._clock(), {})

@@ -199,9 +199,11 @@ def test_a_spot_vm_deleted_by_preemption_is_preempted(fake: FakeGcp,
                                                       make_provider: MakeProvider) -> None:
     provider = make_provider(fake, launch={})
     mine = provider.launch(_request(_offer(provider)))
-    assert provider.describe({TAG_OWNER: "ga-test"})[0].state is InstanceState.RUNNING
+    provider.launch(_request(_offer(provider), "job-2-1"))
+    assert {i.state for i in provider.describe({TAG_OWNER: "ga-test"})} == {InstanceState.RUNNING}
+    assert len(provider.describe({TAG_JOB: "job-2"})) == 1  # job-1's VM is not missing there
     fake.preempt("us-central1-a", mine.id)
-    gone = provider.describe({TAG_OWNER: "ga-test"})
+    gone = provider.describe({TAG_JOB: "job-1"})
     assert [(i.id, i.state, i.terminated_reason) for i in gone] == [
         (mine.id, InstanceState.TERMINATED, "preempted")]
     assert fake.requests[("GET", "operations")] == 1  # asked only when a seen VM went missing
