@@ -380,8 +380,8 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         info["gpus"] = gpus
         work_root = self.settings.work_root_of(host)
         folder = f"{work_root}/{token}"
-        env = {**request.agent_env, "GA_INSTANCE_ID": iid, "GA_METADATA_FLAVOR": "none",
-               "GA_WORK_DIR": f"{folder}/work"}
+        # GA_WORK_DIR is set by the start step, where a work root under ~/ is resolved.
+        env = {**request.agent_env, "GA_INSTANCE_ID": iid, "GA_METADATA_FLAVOR": "none"}
         prepared = self._ssh.run(host, remote.prepare(work_root, token),
                                  self.settings.command_timeout_s)
         if prepared.status == _ENDED_STATUS:
@@ -389,8 +389,10 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
             return self._instance(iid, info, InstanceState.TERMINATED,
                                   reason=prepared.stderr.strip() or "ended")
         self._ok(host, prepared, "creating the work directory")
-        self._ssh.write_file(host, f"{folder}/meta.json", json.dumps(info), 0o600)
-        self._ssh.write_file(host, f"{folder}/agent.env", env_file_text(env), 0o600)
+        self._ssh.write_file(host, remote.sftp_path(f"{folder}/meta.json"), json.dumps(info),
+                             0o600)
+        self._ssh.write_file(host, remote.sftp_path(f"{folder}/agent.env"),
+                             env_file_text(env), 0o600)
         agent = self.settings.agent
         if agent.pip_spec is not None:
             self._ok(host, self._ssh.run(host, remote.install_agent(agent.pip_spec, agent.venv),

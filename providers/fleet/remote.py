@@ -75,9 +75,20 @@ inst_state() {
 """
 
 
+# A work root under ~/ is the SSH user's home.
+_HOME_ROOT = r"""
+case "${ROOT:-}" in "~/"*) ROOT="$HOME/${ROOT#"~/"}" ;; esac
+"""
+
+
 def _script(body: str, **values: str) -> str:
     assigns = "".join(f"{name}={shlex.quote(value)}\n" for name, value in values.items())
-    return "sh -c " + shlex.quote("set -u\n" + assigns + _LOG_FN + _STATE_FN + body)
+    return "sh -c " + shlex.quote("set -u\n" + assigns + _HOME_ROOT + _LOG_FN + _STATE_FN + body)
+
+
+def sftp_path(path: str) -> str:
+    """``path`` as SFTP takes it: one under ``~/`` relative to the home SFTP starts in."""
+    return path.removeprefix("~/")
 
 
 def inventory(work_root: str) -> str:
@@ -150,7 +161,7 @@ case "$STATE" in
 esac
 cd "$D/work"
 set -a; . "$D/agent.env"; set +a
-export CUDA_VISIBLE_DEVICES="$GPUS"
+export CUDA_VISIBLE_DEVICES="$GPUS" GA_WORK_DIR="$D/work"
 setsid "$PY" -m scheduler.agent </dev/null >>"$D/agent.log" 2>&1 9>&- &
 PID=$!
 START=$(sed 's/.*) //' "/proc/$PID/stat" | cut -d' ' -f20)

@@ -4,7 +4,7 @@
     - kind: fleet
       name: fleet                          # the offers' provider name
       known_hosts: ~/.ssh/known_hosts      # host keys trusted (besides pinned ones)
-      work_root: /var/lib/gpu-arbiter/fleet
+      work_root: ~/.gpu-arbiter/fleet     # on each host; ~/ is the SSH user's home
       agent: {python: /opt/gpu-arbiter/venv/bin/python3}   # installed on the hosts, or
       # agent: {pip_spec: "gpu-arbiter==0.1.0", venv: /opt/gpu-arbiter/venv}  # shipped
       hosts:
@@ -44,12 +44,13 @@ from core.models import StrictModel
 from core.models.base import Count, Number
 from providers.regional_settings import DEFAULT_AGENT_VENV, OneLine
 
-DEFAULT_WORK_ROOT = "/var/lib/gpu-arbiter/fleet"
+DEFAULT_WORK_ROOT = "~/.gpu-arbiter/fleet"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
 _SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]*$")
+_WORK_ROOT_RE = re.compile(r"^(/|~/)[A-Za-z0-9_./-]*$")
 _HOST_KEY_RE = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$")
 
 
@@ -64,6 +65,8 @@ def _matching(pattern: re.Pattern[str], what: str):
 HostName = Annotated[str, _matching(_NAME_RE, "a host name of 1-40 [A-Za-z0-9_-]")]
 Label = Annotated[str, _matching(_LABEL_RE, "a label of 1-64 [A-Za-z0-9_.-] (no '/')")]
 RemotePath = Annotated[str, _matching(_SAFE_PATH_RE, "an absolute path of [A-Za-z0-9_./-]")]
+WorkRoot = Annotated[str, _matching(_WORK_ROOT_RE, "an absolute path, or one under ~/ (the SSH "
+                                    "user's home), of [A-Za-z0-9_./-]")]
 
 
 class HostLabels(StrictModel):
@@ -98,7 +101,7 @@ class HostSettings(StrictModel):
     gpus: list[GpuConfig] | None = None
     cost_per_gpu_hour_usd: Number = Field(default=0.0, ge=0)
     host_key: str | None = None
-    work_root: RemotePath | None = None
+    work_root: WorkRoot | None = None
     vcpus: Count | None = Field(default=None, ge=1)
     memory_gib: Number | None = Field(default=None, gt=0)
 
@@ -170,7 +173,7 @@ class FleetSettings(StrictModel):
     name: HostName = "fleet"
     hosts: list[HostSettings] = Field(min_length=1)
     known_hosts: Path | None = None
-    work_root: RemotePath = DEFAULT_WORK_ROOT
+    work_root: WorkRoot = DEFAULT_WORK_ROOT
     agent: AgentInstall = Field(default_factory=AgentInstall)
     connect_timeout_s: Number = Field(default=10.0, gt=0, le=300)
     command_timeout_s: Number = Field(default=30.0, gt=0, le=600)

@@ -4,10 +4,12 @@ process groups, CUDA_VISIBLE_DEVICES, idempotency, races, launches that died."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import psutil
 import pytest
@@ -15,6 +17,8 @@ import pytest
 from core.models import InstanceState
 from providers.errors import CapacityError
 from providers.fleet import remote
+from providers.fleet.provider import FleetProvider
+from providers.fleet.setup import from_config
 from tests.fixtures.sshd import wait_gone
 from tests.fixtures.waiting import wait_until
 from tests.integration.fleet.conftest import (
@@ -257,3 +261,24 @@ def test_never_two_jobs_on_one_gpu_in_the_allocation_log(fleet_env: FleetEnv) ->
     log = fleet_env.allocation_log("gpu-a")
     assert gpu_timeline_ok(log), log
     assert log[-1][1:4] == ["start", "gpu-a.churn3-1", "gpus=0,3"]
+
+
+def test_a_work_root_under_home_is_the_ssh_users(fleet_env: FleetEnv) -> None:
+    entry = fleet_env.config()
+    relative = f".ga-fleet-test-{fleet_env.tag}"
+    for host in entry["hosts"]:
+        host.pop("work_root")
+    entry["work_root"] = f"~/{relative}"
+    adapter = FleetProvider(from_config(entry, fleet_env.ssh.folder, fleet_env.ssh.folder).settings,
+                            fleet_env.ledger(), fleet_env.clock)
+    root = Path.home() / relative
+    try:
+        inst = adapter.launch(request(slot(adapter, "gpu-b", 1), "job-home-1"))
+        seen = root / "job-home-1" / "work" / "agent-env.txt"
+        wait_until(seen.exists, 10, "the agent's environment")
+        assert seen.read_text().count(f"GA_WORK_DIR={root}/job-home-1/work\n") == 1
+        adapter.terminate(inst.id)
+        assert (root / "allocations.log").read_text().count("\tend\t") == 1
+    finally:
+        adapter.close()
+        shutil.rmtree(root, ignore_errors=True)
