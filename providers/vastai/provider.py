@@ -227,7 +227,8 @@ class VastProvider(Compute, Checked):
     def _find_by_token(self, client_token: str) -> Instance | None:
         """The instance labelled with ``client_token`` (the lowest id; any other one is a
         duplicate of a race and is destroyed), else one launched but not listed yet."""
-        rows = self.client.instances({"label": {"eq": label_for(client_token)}})
+        # "in" as the CLI filters labels (show instances --label).
+        rows = self.client.instances({"label": {"in": [label_for(client_token)]}})
         ours = sorted(self._translated(rows), key=lambda i: int(i.id))
         ours = [i for i in ours if i.client_token == client_token]
         for duplicate in ours[1:]:
