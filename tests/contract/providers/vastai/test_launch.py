@@ -5,6 +5,7 @@ by a race, outbid as a preemption without notice, destroy, and the onstart scrip
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 
@@ -110,6 +111,9 @@ def test_a_repeated_token_returns_the_first_instance(fake_vast_factory, make_pro
     restarted = make_provider(fake)  # another replica, or the daemon after a restart
     again = restarted.launch(_request(offer))
     assert again.id == first.id and len(fake.calls("PUT", "/api/v0/asks/")) == 1
+    lookup = fake.calls("GET", "/api/v1/instances/")[0].query
+    assert json.loads(lookup["select_filters"]) == {"label": {"in": ["gpu-arbiter:job-1-1"]}}
+    assert int(lookup["limit"]) == 25  # the SDK's page
     [found] = make_provider(fake).describe({TAG_OWNER: "ga-test"})
     assert (found.id, found.client_token, found.offer) == (first.id, "job-1-1", offer.key)
 
