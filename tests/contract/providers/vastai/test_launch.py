@@ -223,3 +223,16 @@ def test_an_instance_outbid_for_long_is_destroyed(fake_vast_factory, make_provid
     [gone] = provider.describe()
     assert int(instance.id) not in fake.instances
     assert (gone.state, gone.terminated_reason) == (InstanceState.TERMINATED, "preempted")
+
+
+def test_describe_follows_the_instance_pages(fake_vast_factory, make_provider) -> None:
+    fake = fake_vast_factory([ask(id=i, machine_id=i) for i in range(1, 31)])
+    provider = make_provider(fake)
+    offer = _offers(provider)
+    for ask_id in range(1, 31):
+        provider.client.create_instance(create_arguments(
+            offer=offer, ask_id=ask_id, client_token=f"job-{ask_id}-1", tags={TAG_JOB: "j"},
+            agent_env={}, cfg=provider.settings.launch, bid=0.3))
+    assert len(provider.describe({TAG_JOB: "j"})) == 30
+    pages = fake.calls("GET", "/api/v1/instances/")
+    assert len(pages) == 2 and "after_token" in pages[1].query
