@@ -15,10 +15,11 @@ from providers.base import Provider
 from providers.fleet.gpus import configured_gpus
 from providers.fleet.provider import FleetProvider
 from providers.fleet.settings import FleetSettings
-from providers.fleet.ssh import known_name, trusted_keys
+from providers.fleet.ssh import HostKeyError, known_name, trusted_keys
 
 CREDENTIALS_COME_FROM = ("name a key file per host as identity_file (its passphrase, if any, "
                          "from the SSH agent), or set use_agent: true for the SSH agent's keys")
+
 
 class FleetConfig(FleetSettings):
     """``kind: fleet``: the team's own GPU hosts over SSH; see :class:`FleetSettings`."""
@@ -61,7 +62,7 @@ def from_config(entry: dict[str, Any], base: Path, home: Path) -> Provider:
                     f"hosts[{i}].identity_file: {host.identity_file} is not a file")
         try:
             trusted = trusted_keys(host, config.known_hosts)
-        except ValueError as exc:
+        except (ValueError, HostKeyError) as exc:  # a pin paramiko cannot read; unreadable file
             raise ProviderConfigError(str(exc)) from None
         if trusted.lookup(known_name(host)) is None:
             raise ProviderConfigError(
