@@ -59,6 +59,14 @@ class SkuPrice:
     usd: float
 
 
+def priced_here(category: dict[str, Any]) -> bool:
+    """Whether a SKU of this ``category`` can price one of our shapes (the rest of the
+    catalog, storage, network, licences, commitments, is never read further)."""
+    return (category.get("resourceFamily") == "Compute"
+            and category.get("usageType") in USAGE_TYPES
+            and category.get("resourceGroup") in _MACHINE_GROUPS | {"GPU"})
+
+
 def _subject(sku: dict[str, Any]) -> tuple[str, str] | None:
     """(kind, name) that ``sku`` prices, or None when it is none of ours."""
     category = sku.get("category") or {}
@@ -99,9 +107,9 @@ def sku_price(sku: dict[str, Any]) -> SkuPrice | None:
     """One SKU → :class:`SkuPrice`, or None when it prices nothing we offer (see the module
     docstring). Raises ``ValueError`` naming the field for a SKU of ours in another shape."""
     category = sku.get("category") or {}
-    market = USAGE_TYPES.get(str(category.get("usageType")))
-    if category.get("resourceFamily") != "Compute" or market is None:
+    if not priced_here(category):
         return None
+    market = USAGE_TYPES[str(category.get("usageType"))]
     subject = _subject(sku)
     if subject is None:
         return None

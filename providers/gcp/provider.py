@@ -108,9 +108,9 @@ class GcpProvider(RegionalCompute, Checked):
                                       "application-default login', or run on a GCE VM "
                                       "with a service account")]
         for region in self.regions:
-            rows.append(self._check_row(region, "regions.get",
-                                        lambda r=region: self.client.probe("regions.get", r)))
-            zones = self._offer_zones(region) if rows[-1].ok else []
+            rows.append(self._check_row(region, "regions.get", lambda r=region: self._zones.put(
+                r, tuple(self.client.region_zones(r)))))
+            zones = self._offer_zones(region) if rows[-1].ok else []  # cached just now
             for action in ("machineTypes.list", "instances.list"):
                 if zones:
                     rows.append(self._check_row(region, action, lambda a=action, z=zones[0]:
