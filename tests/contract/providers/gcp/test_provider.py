@@ -221,3 +221,27 @@ def test_terminate_is_idempotent(fake: FakeGcp, make_provider: MakeProvider) -> 
     gone = provider.describe({TAG_OWNER: "ga-test"})
     assert [(i.state, i.terminated_reason) for i in gone] == [
         (InstanceState.TERMINATED, "terminated on request")]
+
+
+def test_zone_and_pattern_settings_narrow_offers_not_describe(fake: FakeGcp,
+                                                             make_provider: MakeProvider) -> None:
+    everywhere = make_provider(fake, launch={})
+    elsewhere = everywhere.launch(_request(_offer(everywhere, zone="us-central1-b")))
+    narrow = make_provider(fake, zones=["us-central1-a"], instance_types=["n1-*"],
+                           accelerators=["nvidia-tesla-t4"])
+    offers = narrow.list_offers()
+    assert {o.zone for o in offers} == {"us-central1-a"}
+    assert {o.instance_type for o in offers} == {"n1-standard-8+nvidia-tesla-t4:1",
+                                                 "n1-standard-16+nvidia-tesla-t4:2",
+                                                 "n1-standard-32+nvidia-tesla-t4:4"}
+    assert [i.id for i in narrow.describe({TAG_OWNER: "ga-test"})] == [elsewhere.id]
+
+
+def test_instance_listings_are_paged(fake: FakeGcp, make_provider: MakeProvider) -> None:
+    provider = make_provider(fake, launch={})
+    offer = _offer(provider)
+    launched = {provider.launch(_request(offer, f"job-{n}-1")).id for n in range(5)}
+    fake.page_cap = 2
+    fake.requests.clear()
+    assert {i.id for i in make_provider(fake).describe({TAG_OWNER: "ga-test"})} == launched
+    assert fake.requests[("GET", "instances")] == 3 + 1  # 5 VMs in zone a: 3 pages; b: 1
