@@ -128,8 +128,9 @@ class GcpSettings(RegionalSettings):
     ``["g2-*", "n1-standard-*"]``, matched against the host machine type).
 
     - **project**: the Google Cloud project id (required).
-    - **zones**: zones to offer and launch in (optional; default every zone of the regions
-      that is ``UP``); each must lie in a configured region.
+    - **zones**: zones to offer and launch in (optional; default every zone ``regions.get``
+      lists for the regions); each must lie in a configured region. Describe and terminate
+      look in every zone of the regions either way.
     - **accelerators**: accelerator-type patterns (``nvidia-l4``, ``nvidia-tesla-*``); empty
       (default) means every GPU type.
     - **api_endpoint** / **billing_api_endpoint**: Compute Engine / Cloud Billing endpoints
