@@ -42,8 +42,14 @@ class PreemptionNotice(StrictModel):
     )
 
 
+PREEMPTED = "preempted"
+"""``terminated_reason`` of an instance the market reclaimed, alone or followed by ``": "`` and
+the market's own words (``"preempted: outbid"``)."""
+
+
 class Instance(StrictModel):
-    """One instance as a provider reports it (``Provider.describe``/``launch``)."""
+    """One instance as a provider reports it (``Provider.describe``/``launch``).
+    ``terminated_reason`` says why it ended; :attr:`preempted` when the market reclaimed it."""
 
     id: str
     provider: str
@@ -56,6 +62,11 @@ class Instance(StrictModel):
     terminated_reason: str | None = None
 
     _utc = field_validator("launched_at")(ensure_utc)
+
+    @property
+    def preempted(self) -> bool:
+        reason = self.terminated_reason or ""
+        return reason == PREEMPTED or reason.startswith(PREEMPTED + ": ")
 
     @property
     def job_id(self) -> str | None:

@@ -268,8 +268,7 @@ class VastProvider(Compute, Checked):
         claims any more (the orphan sweep leaves instances that are gone alone)."""
         now = self._clock()
         for instance in ours:
-            if instance.state is not InstanceState.TERMINATED or \
-                    instance.terminated_reason != "preempted":
+            if instance.state is not InstanceState.TERMINATED or not instance.preempted:
                 continue
             since = self.memory.flagged_since(instance.id, True)
             if since is not None and (now - since).total_seconds() > OUTBID_DESTROY_AFTER_S:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from core.models.instances import PREEMPTED
 from core.models import (
     Instance,
     InstanceState,
@@ -224,9 +225,8 @@ def instance_state(row: dict[str, Any], market: Market) -> tuple[InstanceState, 
         if "error" in message.lower():
             return InstanceState.TERMINATED, f"host failed: {message[:200]}"
         if market is Market.SPOT:
-            # The controller counts exactly "preempted" as a preemption (an outbid here).
             state = InstanceState.SHUTTING_DOWN if actual == "running" else InstanceState.TERMINATED
-            return state, "preempted"
+            return state, f"{PREEMPTED}: outbid"
         return InstanceState.TERMINATED, "stopped"
     if actual in _DEAD:
         return InstanceState.TERMINATED, f"host reports {actual}" + (f": {message[:200]}"

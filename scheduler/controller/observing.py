@@ -64,7 +64,7 @@ def observe(ctx: Context, job: Job) -> Job | None:
                 (instance is not None and instance.state.is_gone()):
             why = (instance.terminated_reason if instance else None) or "no longer reported"
             # A reclaim seen late (daemon down) is billed until the notice's action time only.
-            preempted = notice is not None or why == "preempted"
+            preempted = notice is not None or (instance is not None and instance.preempted)
             return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
                          PlacementEnd.PREEMPTED if preempted else PlacementEnd.LOST,
                          billed_until=notice.action_at if notice else None)

@@ -142,11 +142,11 @@ def test_outbid_is_a_preemption_without_notice(fake_vast_factory, make_provider)
     fake.outbid(int(instance.id), still_running=True)
     [stopping] = provider.describe({TAG_JOB: "job-1"})
     assert (stopping.state, stopping.terminated_reason) == (InstanceState.SHUTTING_DOWN,
-                                                            "preempted")
+                                                            "preempted: outbid")
     fake.outbid(int(instance.id))
     [gone] = provider.describe()
     assert (gone.state, gone.terminated_reason, gone.notice) == (
-        InstanceState.TERMINATED, "preempted", None)
+        InstanceState.TERMINATED, "preempted: outbid", None)
     assert provider.describe({TAG_JOB: "job-2"}) == []
 
 
@@ -215,14 +215,14 @@ def test_an_instance_outbid_for_long_is_destroyed(fake_vast_factory, make_provid
     provider = make_provider(fake, clock=lambda: now[0])
     instance = provider.launch(_request(_offers(provider)))
     fake.outbid(int(instance.id))
-    assert provider.describe()[0].terminated_reason == "preempted"
+    assert provider.describe()[0].terminated_reason == "preempted: outbid"
     now[0] += timedelta(seconds=OUTBID_DESTROY_AFTER_S - 1)
     provider.describe()
     assert int(instance.id) in fake.instances  # not yet
     now[0] += timedelta(seconds=2)
     [gone] = provider.describe()
     assert int(instance.id) not in fake.instances
-    assert (gone.state, gone.terminated_reason) == (InstanceState.TERMINATED, "preempted")
+    assert (gone.state, gone.terminated_reason) == (InstanceState.TERMINATED, "preempted: outbid")
 
 
 def test_describe_follows_the_instance_pages(fake_vast_factory, make_provider) -> None:

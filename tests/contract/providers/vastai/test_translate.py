@@ -87,10 +87,10 @@ def test_an_outbid_instance_is_preempted_without_notice() -> None:
     stopped = instance_from_row(_row(actual_status="stopped", intended_status="stopped"))
     assert stopped is not None
     assert (stopped.state, stopped.terminated_reason, stopped.notice) == (
-        InstanceState.TERMINATED, "preempted", None)
+        InstanceState.TERMINATED, "preempted: outbid", None)
     stopping = instance_from_row(_row(intended_status="stopped", next_state="stopped"))
     assert stopping is not None and stopping.state is InstanceState.SHUTTING_DOWN
-    assert stopping.terminated_reason == "preempted"
+    assert stopping.terminated_reason == "preempted: outbid"
     assert stopping.tags == {"gpu-arbiter:job": "job-1"} and stopping.client_token == "job-1-1"
 
 
