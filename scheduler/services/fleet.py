@@ -110,7 +110,8 @@ def _host_row(fleet: FleetProvider, host: HostSettings, gpus: list[HostGpu] | No
         "user": host.user, "labels": host.labels.model_dump(exclude_none=True),
         "region": host.site, "zone": host.rack,
         "gpus": _gpu_groups(gpus or []), "gpu_count": total,
-        "gpus_from": "nvidia-smi" if not error and gpus and gpus[0].uuid else "configured",
+        "gpus_from": None if not gpus else "configured" if error or gpus[0].uuid is None
+        else "nvidia-smi",
         "gpus_used": len(used), "gpus_busy_elsewhere": len(foreign),
         "gpus_free": max(0, total - len(used) - len(foreign)),
         "jobs": [{"instance_id": iid, "job": jobs_by_instance.get(iid), "gpus": list(c.gpus),
@@ -137,7 +138,7 @@ def hosts(store: Store, providers: ProviderRegistry | None) -> list[dict[str, An
     """One row per host of every fleet of ``providers``, in config order::
 
         {fleet, host, address, port, user, labels: {site?, rack?}, region, zone,
-         gpus: [{model, count, vram_gib}], gpu_count, gpus_from: nvidia-smi|configured,
+         gpus: [{model, count, vram_gib}], gpu_count, gpus_from: nvidia-smi|configured|None,
          gpus_used, gpus_busy_elsewhere, gpus_free, jobs: [{instance_id, job, gpus, since}],
          drained, drained_at, reachable, error, last_seen_at, last_seen_age_s,
          cost_per_gpu_hour_usd}
