@@ -9,7 +9,7 @@ and starts the node agent (the script of :mod:`providers.bootstrap`). No I/O.
   insert for an hour.
 - **Labels**: ownership tags translated to GCP's label rules (:func:`labels`): lowercase
   letters, digits, ``_`` and ``-``, at most 63 characters, keys starting with a letter.
-  That is lossy (``gpu-arbiter:owner`` → ``gpu-arbiter_owner``), so the exact tags and the
+  That is lossy (``gpu-arbiter:owner`` → ``gpu_arbiter_owner``), so the exact tags and the
   client token also go into metadata (``gpu-arbiter-tags``, ``gpu-arbiter-client-token``);
   labels narrow a listing on the server, metadata decides.
 - **Scheduling**: Spot is ``provisioningModel: SPOT`` with ``instanceTerminationAction``
@@ -52,15 +52,17 @@ TOKEN_KEY = "gpu-arbiter-client-token"
 # G3 Mechanical Off 30 s after the G2 Soft Off of a preemption.
 AGENT_STOP_TIMEOUT_S = 25
 _NOT_LABEL_RE = re.compile(r"[^a-z0-9_-]")
+_NOT_KEY_RE = re.compile(r"[^a-z0-9_]")
 _NOT_NAME_RE = re.compile(r"[^a-z0-9-]+")
 _TOKEN_NAMESPACE = uuid.UUID("9b0c7c3e-4a3f-5e7a-8d0e-6f1c2a9e4b10")
 
 
 def label_text(text: str, *, key: bool) -> str:
     """``text`` under GCP's label rules: lowercased, other characters → ``_``, at most 63
-    characters; a key that would not start with a letter gets ``k`` in front. Raises
-    ``ValueError`` for an empty key."""
-    out = _NOT_LABEL_RE.sub("_", text.lower())
+    characters. Keys also turn ``-`` into ``_`` (a list filter names them as a field, and an
+    identifier is the field name every filter parser reads) and get ``k`` in front when they
+    would not start with a letter. Raises ``ValueError`` for an empty key."""
+    out = (_NOT_KEY_RE if key else _NOT_LABEL_RE).sub("_", text.lower())
     if key:
         if not out:
             raise ValueError("label key: empty")

@@ -45,8 +45,8 @@ def test_labels_follow_gcp_rules() -> None:
     tags = {TAG_OWNER: "GA-Owner.Team@Example", TAG_JOB: "charlm-3f2a1b", TAG_ATTEMPT: "2",
             "9lives": "x" * 80}
     out = labels(tags)
-    assert out == {"gpu-arbiter_owner": "ga-owner_team_example", "gpu-arbiter_job": "charlm-3f2a1b",
-                   "gpu-arbiter_attempt": "2", "k9lives": "x" * 63}
+    assert out == {"gpu_arbiter_owner": "ga-owner_team_example", "gpu_arbiter_job": "charlm-3f2a1b",
+                   "gpu_arbiter_attempt": "2", "k9lives": "x" * 63}
     assert all(len(k) <= 63 and len(v) <= 63 for k, v in out.items())
     assert label_text("Émile", key=False) == "_mile"
     with pytest.raises(ValueError, match="taken"):
@@ -80,7 +80,7 @@ def test_spot_body_beside_the_assembled_example() -> None:
     disk = body["disks"][0]
     assert disk["boot"] and disk["autoDelete"] and disk["initializeParams"]["diskSizeGb"] == "100"
     assert body["networkInterfaces"][0]["accessConfigs"][0]["type"] == "ONE_TO_ONE_NAT"
-    assert body["labels"] == {"gpu-arbiter_owner": "ga-test", "gpu-arbiter_job": "job-1"}
+    assert body["labels"] == {"gpu_arbiter_owner": "ga-test", "gpu_arbiter_job": "job-1"}
     items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
     assert json.loads(items[TAGS_KEY]) == tags and items[TOKEN_KEY] == "job-1-1"
     assert "serviceAccounts" not in body

@@ -109,7 +109,7 @@ def test_spot_launch_is_idempotent_by_name(fake: FakeGcp, make_provider: MakePro
     body = fake.inserts[0]
     assert body["scheduling"]["provisioningModel"] == "SPOT"
     assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
-    assert body["labels"] == {"gpu-arbiter_owner": "ga-test", "gpu-arbiter_job": "job-1"}
+    assert body["labels"] == {"gpu_arbiter_owner": "ga-test", "gpu_arbiter_job": "job-1"}
     # Another replica (a fresh adapter) asking again finds the VM instead of making one.
     assert make_provider(fake, launch={}).launch(request).id == instance.id
     assert len(fake.inserts) == 1
