@@ -18,7 +18,8 @@ real service checks and this fake checks too:
   need ``scheduling.onHostMaintenance`` ``TERMINATE``; Spot needs ``automaticRestart`` false
   and ``instanceTerminationAction`` STOP/DELETE; labels follow GCP's rules; a taken name is
   409 ``alreadyExists``; a repeated ``requestId`` answers the first operation;
-- paging: ``maxResults`` (≤ 500; :attr:`FakeGcp.page_cap` lowers it) / ``pageToken`` /
+- ``requestId`` is a UUID;
+- paging: ``maxResults`` (0–500, else 400; :attr:`FakeGcp.page_cap` lowers the page) / ``pageToken`` /
   ``nextPageToken`` (Compute), ``pageSize`` / ``pageToken`` / ``nextPageToken`` ``""`` on
   the last page (Billing);
 - ``filter`` on lists: ``FIELD = "VALUE"`` terms joined by ``AND`` (``name``,
@@ -41,6 +42,7 @@ import itertools
 import json
 import re
 import threading
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -226,7 +228,11 @@ class FakeGcp:
     def _page(self, items: list[Any], query: dict[str, str], size_key: str, default: int,
               cap: int) -> tuple[list[Any], str | None]:
         start = int(query.get("pageToken") or 0)
-        size = min(int(query.get(size_key) or default), cap, self.page_cap or cap)
+        asked = int(query.get(size_key) or default)
+        if not 0 <= asked <= cap:
+            raise ApiError(400, "invalid", f"Invalid value for field '{size_key}': {asked}. "
+                           f"Must be between 0 and {cap}.")
+        size = min(asked or default, self.page_cap or cap)
         end = start + size
         return items[start:end], (str(end) if end < len(items) else None)
 
@@ -327,6 +333,12 @@ class FakeGcp:
         raise ApiError(400, "invalid", f"{method} not supported here")
 
     def _insert(self, zone: str, vm: dict[str, Any], request_id: str | None) -> dict[str, Any]:
+        if request_id is not None:
+            try:
+                uuid.UUID(request_id)
+            except ValueError:
+                raise ApiError(400, "invalid", f"Invalid value for field 'requestId': "
+                               f"'{request_id}'. Must be a UUID.") from None
         if request_id and request_id in self._by_request_id:
             return self._by_request_id[request_id]
         self._validate(zone, vm)

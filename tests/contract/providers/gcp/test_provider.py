@@ -5,6 +5,7 @@ terminate and checks."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -170,11 +171,13 @@ def test_the_fake_refuses_what_compute_engine_refuses(fake: FakeGcp,
     body["machineType"] = "zones/us-central1-a/machineTypes/n1-standard-8"
     body["scheduling"]["onHostMaintenance"] = "MIGRATE"
     with pytest.raises(ProviderError, match="live migration"):
-        provider.client.insert_instance("us-central1-a", body, "r-1")
+        provider.client.insert_instance("us-central1-a", body, str(uuid.uuid4()))
     body["scheduling"]["onHostMaintenance"] = "TERMINATE"
     del body["networkInterfaces"]
     with pytest.raises(ProviderError, match="networkInterfaces"):
-        provider.client.insert_instance("us-central1-a", body, "r-2")
+        provider.client.insert_instance("us-central1-a", body, str(uuid.uuid4()))
+    with pytest.raises(ProviderError, match="UUID"):
+        provider.client.insert_instance("us-central1-a", body, "r-3")
 
 
 def test_describe_by_labels_and_preemption_with_stop(fake: FakeGcp,
