@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from abc import abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -46,6 +47,9 @@ MAX_REGION_WORKERS = 16
 # A region whose poll fails keeps its last good offers for at most this long (the store's
 # OFFERS_TTL_S is 1 h too; older offers would mislead placement).
 LAST_GOOD_OFFERS_MAX_AGE_S = 3600.0
+# Regions remembered for this many instance ids, the most recently seen: enough for every
+# instance a daemon runs at once; one forgotten is looked for in each region.
+REMEMBERED_REGIONS = 10_000
 
 
 class RegionalClient(Protocol):
@@ -83,7 +87,7 @@ class RegionalCompute(Compute):
         self._lock = threading.Lock()
         self._last_offers: dict[str, tuple[datetime, list[Offer]]] = {}
         self._missed_since: dict[str, datetime] = {}  # region → start of a failed history poll
-        self._region_of: dict[str, str] = {}  # instance id → region
+        self._region_of: OrderedDict[str, str] = OrderedDict()  # instance id → region
         self.memory = InstanceMemory(self._clock)
         self._pool = ThreadPoolExecutor(max_workers=min(MAX_REGION_WORKERS, len(self.regions)),
                                         thread_name_prefix=f"{self.name}-region")
@@ -224,10 +228,17 @@ class RegionalCompute(Compute):
                 if found is None:
                     raise
                 instance = found
-        with self._lock:
-            self._region_of[instance.id] = region
+        self._remember_regions({instance.id: region})
         self.memory.launched(instance, region)
         return instance
+
+    def _remember_regions(self, regions: Mapping[str, str]) -> None:
+        with self._lock:
+            for instance_id, region in regions.items():
+                self._region_of[instance_id] = region
+                self._region_of.move_to_end(instance_id)
+            while len(self._region_of) > REMEMBERED_REGIONS:
+                self._region_of.popitem(last=False)
 
     def _terminate(self, instance_id: str) -> None:
         with self._lock:
@@ -246,8 +257,7 @@ class RegionalCompute(Compute):
         for region, result in results.items():
             if isinstance(result, ProviderError):
                 raise result
-            with self._lock:
-                self._region_of.update({i.id: region for i in result})
+            self._remember_regions({i.id: region for i in result})
             self.memory.listed(result, region)
             out += result + self.memory.unlisted(region, [i.id for i in result],
                                                  has_tags(tags or {}))
