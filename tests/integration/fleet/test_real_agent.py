@@ -82,3 +82,18 @@ def test_a_drain_makes_the_real_agent_checkpoint_and_stop(fleet_env: FleetEnv,
         assert [line[1] for line in fleet_env.allocation_log("gpu-b")] == ["start", "end"]
     finally:
         daemon.stop()
+
+
+def test_a_shipped_agent_is_not_installed_again_where_its_venv_has_it(fleet_env: FleetEnv) -> None:
+    """``agent: {pip_spec, venv}``: a venv whose python imports the agent already (this
+    project's) is kept; the agent runs from it (here it stops at once: no daemon variables)."""
+    venv = str(Path(sys.executable).parent.parent)
+    adapter = fleet_env.provider(agent={"pip_spec": "gpu-arbiter==0.0.0-not-on-any-index",
+                                        "venv": venv})
+    inst = adapter.launch(request(slot(adapter, "gpu-c", 1), "job-venv-1"))
+    log = fleet_env.work_root("gpu-c") / "job-venv-1" / "agent.log"
+    wait_until(lambda: "GA_API_URL is not set" in log.read_text(), 20, "the agent's refusal")
+    assert "GA_INSTANCE_ID is not set" not in log.read_text()
+    wait_until(lambda: adapter.describe()[0].state is InstanceState.TERMINATED, 20,
+               "the agent's exit seen")
+    assert inst.id == "gpu-c.job-venv-1" and fleet_env.ledger().allocations() == {}
