@@ -22,6 +22,10 @@ comes from the SSH agent), or ``use_agent: true`` takes the keys the SSH agent
 (``SSH_AUTH_SOCK``) holds. Every host key is verified: a host needs its key in
 ``known_hosts`` or pinned as ``host_key`` (the pin alone is trusted then).
 
+A host needs a POSIX ``sh`` with ``flock`` and ``setsid`` (util-linux), ``/proc`` (Linux),
+the SFTP subsystem enabled in its sshd, NVIDIA's ``nvidia-smi`` (else configured ``gpus``) and
+a python that imports the agent (or ``python3 -m venv`` and pip access for a shipped one).
+
 **cost_per_gpu_hour_usd** is the amortised cost of one GPU for one hour of use::
 
     (purchase_usd / (lifetime_h × utilisation) + power_kw × usd_per_kwh) / gpus
