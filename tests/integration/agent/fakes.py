@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from scheduler.checkpoints import open_store, upload_workdir
 from tests.fixtures.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -207,6 +208,14 @@ class AgentProcess:
 
         wait_until(printed, timeout_s, f"the job to print {text!r}", interval_s=0.05,
                    detail=self.log)
+
+
+def with_job_bundles(store_url: str, *job_ids: str) -> str:
+    """``store_url``, after uploading the test job's code bundle there for each of ``job_ids``."""
+    store = open_store(store_url)
+    for job_id in job_ids:
+        upload_workdir(store, job_id, JOB_SCRIPT_DIR)
+    return store_url
 
 
 def job_spec(**env: str) -> dict[str, Any]:

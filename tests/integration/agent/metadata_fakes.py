@@ -24,10 +24,14 @@ from email.utils import format_datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from core.config import shared_data_dir
 from tests.integration.agent.fakes import _Quiet, _Server
 
 EXAMPLES = shared_data_dir() / "api_examples"
+needs_examples = pytest.mark.skipif(
+    not EXAMPLES.is_dir(), reason=f"shared API examples not found at {EXAMPLES} (set GA_DATA_DIR)")
 PREEMPT_EXAMPLE = EXAMPLES / "azure" / "scheduled_events_preempt_simulated_eviction.json"
 
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from core.config import shared_data_dir
 from scheduler.agent.notices import (
     AzureScheduledEvents,
     GcpMetadataNotices,
@@ -18,11 +17,12 @@ from scheduler.agent.notices import (
     parse_gcp_preempted,
     parse_rfc1123,
 )
-from tests.integration.agent.metadata_fakes import FakeGcpMetadata, FakeScheduledEvents
-
-EXAMPLES = shared_data_dir() / "api_examples"
-needs_examples = pytest.mark.skipif(
-    not EXAMPLES.is_dir(), reason=f"shared API examples not found at {EXAMPLES} (set GA_DATA_DIR)")
+from tests.integration.agent.metadata_fakes import (
+    EXAMPLES,
+    FakeGcpMetadata,
+    FakeScheduledEvents,
+    needs_examples,
+)
 
 
 @needs_examples

@@ -14,19 +14,20 @@ from scheduler.checkpoints import (
     list_checkpoints,
     open_store,
     restore_latest,
-    upload_workdir,
 )
-from tests.integration.agent.fakes import JOB_SCRIPT_DIR, FakeDaemon, FakeImds, job_spec
+from tests.integration.agent.fakes import (
+    FakeDaemon,
+    FakeImds,
+    job_spec,
+    with_job_bundles,
+)
 
 
 @pytest.fixture
 def store_url(s3_store_url: str) -> str:
     """A fresh S3 bucket holding the test job's code bundle for every job id used here."""
-    store = open_store(s3_store_url)
-    for job_id in ("job-notice", "job-ok", "job-fail", "job-stop", "job-outage", "job-stubborn",
-                   "job-slow-save", "job-env"):
-        upload_workdir(store, job_id, JOB_SCRIPT_DIR)
-    return s3_store_url
+    return with_job_bundles(s3_store_url, "job-notice", "job-ok", "job-fail", "job-stop",
+                            "job-outage", "job-stubborn", "job-slow-save", "job-env")
 
 
 def running(pid: int) -> bool:

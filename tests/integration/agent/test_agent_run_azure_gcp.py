@@ -14,19 +14,15 @@ from scheduler.checkpoints import (
     latest_checkpoint_id,
     open_store,
     restore_latest,
-    upload_workdir,
 )
 from tests.fixtures.waiting import wait_until
-from tests.integration.agent.fakes import JOB_SCRIPT_DIR, FakeDaemon, job_spec
+from tests.integration.agent.fakes import FakeDaemon, job_spec, with_job_bundles
 from tests.integration.agent.metadata_fakes import FakeGcpMetadata, FakeScheduledEvents
 
 
 @pytest.fixture
 def store_url(s3_store_url: str) -> str:
-    store = open_store(s3_store_url)
-    for job_id in ("job-azure", "job-gcp"):
-        upload_workdir(store, job_id, JOB_SCRIPT_DIR)
-    return s3_store_url
+    return with_job_bundles(s3_store_url, "job-azure", "job-gcp")
 
 
 def test_azure_preempt_is_approved_after_the_final_checkpoint_is_committed(
