@@ -4,7 +4,8 @@ run as a local fake cloud whose instances are local processes.
 - :func:`load_market` / :class:`ReplayMarket` (``market.py``): the market file and its offers.
 - ``python -m providers.replay.cloud`` (``cloud.py``): the fake cloud process.
 - :class:`ReplayProvider` (``provider.py``): a :class:`providers.base.Compute` over that process.
-- :class:`ReplayCloud` (``instances.py``): the process's instances, apart from HTTP.
+- :class:`ReplayCloud` (``instances.py``): the process's instances, apart from HTTP; each is
+  warned of a reclaim as the cloud its offer imitates does it (``notice_metadata.py``, ``imds.py``).
 - :func:`shutdown_cloud` (``client.py``): stop a cloud and its instances.
 """
 
