@@ -243,8 +243,9 @@ def test_fleet_first_spot_for_the_overflow_and_a_dead_host_resumes_on_the_cloud(
         setup, reference_model, tmp_path):
     s = setup()
     d = s.daemon().start()
-    wait_until(lambda: {o["provider"] for o in d.client().get("/v1/offers")} == {FLEET, "aws"},
-               60, "fleet and spot offers listed", detail=d.log_tail)
+    wait_until(lambda: {o["instance_type"] for o in d.client().get("/v1/offers")} >= {
+        "box1.1xRTX4090", "box2.1xRTX4090", "g4dn.xlarge"}, 60,
+        "both hosts' slots and the spot offer listed", detail=d.log_tail)
     offers = _cli(d, "offers")
     assert "fleet/box1" in offers and "box1.1xRTX4090" in offers and "fleet/box2" in offers
     assert "aws/us-east-1a" in offers  # owned slots beside the cloud's offers, one table
@@ -259,6 +260,8 @@ def test_fleet_first_spot_for_the_overflow_and_a_dead_host_resumes_on_the_cloud(
     fleet_rows = {r["host"]: r for r in d.client().get("/v1/fleet")["hosts"]}
     assert [j["job"] for j in fleet_rows["box1"]["jobs"]] == [on_box1]
     assert fleet_rows["box1"]["gpus_used"] == 1 and fleet_rows["box1"]["gpus_free"] == 0
+    assert fleet_rows["box1"]["reachable"] and fleet_rows["box1"]["gpus_from"] == "nvidia-smi"
+    assert fleet_rows["box1"]["gpus"] == [{"model": "RTX4090", "count": 1, "vram_gib": 24.0}]
 
     # A committed checkpoint on box1, then a power cut: sshd, agent and job SIGKILLed.
     wait_until(lambda: d.job(on_box1)["last_checkpoint_id"], 120,
