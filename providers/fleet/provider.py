@@ -271,16 +271,16 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
     def _on_host(self, host: HostSettings, inventory: remote.Inventory,
                  claims: dict[str, Claim], notice: PreemptionNotice | None,
                  now: datetime) -> list[Instance]:
-        out = [self._found(host, iid, found, claims.get(iid), notice, now)
-               for iid, found in inventory.instances.items()]
+        found = [self._found(host, iid, found, claims.get(iid), notice, now)
+                 for iid, found in inventory.instances.items()]
+        out = [instance for instance in found if instance is not None]
         grace = self.settings.launch_grace_s
         for iid, claim in claims.items():
             if iid in inventory.instances:
                 continue
             if (now - claim.claimed_at).total_seconds() < grace:
-                if "offer" in claim.detail:  # its launch is under way
-                    out.append(self._instance(iid, claim.detail, InstanceState.PENDING))
-            elif self.ledger is not None:
+                continue  # its launch is under way (see _found on unfinished launches)
+            if self.ledger is not None:
                 log.warning("fleet host %s: claim of %s (GPUs %s) has no instance there "
                             "after %.0f s: a launch that died; released", host.name, iid,
                             list(claim.gpus), grace)
@@ -288,10 +288,16 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         return out
 
     def _found(self, host: HostSettings, iid: str, found: remote.HostInstance,
-               claim: Claim | None, notice: PreemptionNotice | None, now: datetime) -> Instance:
+               claim: Claim | None, notice: PreemptionNotice | None,
+               now: datetime) -> Instance | None:
         """One instance folder of a host that answered, as describe reports it. What is left
         of an instance that ended (its agent exited, its launch died, it was terminated while
-        the host was unreachable) is stopped here and its GPUs freed."""
+        the host was unreachable) is stopped here and its GPUs freed.
+
+        A launch not finished within the launch grace is not reported (``None``): the
+        controller adopts a reported instance by its client token and never launches it
+        again, so a launch cut short (a daemon killed) would wait for an agent that nobody
+        starts; unreported, the controller's next launch with the same token finishes it."""
         if found.state == "running" and (claim is None or claim.ending_at is None):
             if notice is not None and not found.noticed:
                 try:
@@ -308,7 +314,7 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         if found.state == "starting":
             started = claim.claimed_at if claim else datetime.fromisoformat(found.meta["launched_at"])
             if (now - started).total_seconds() < self.settings.launch_grace_s:
-                return self._instance(iid, found.meta, InstanceState.PENDING)
+                return None
             reason, only = "launch abandoned (its agent never started)", "starting"
         elif found.state == "running":
             reason = "terminated while its host was unreachable"
