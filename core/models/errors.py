@@ -1,7 +1,9 @@
 """Turn pydantic validation errors into messages a user can act on.
 
 Each line names the field's dotted path, the bad value and what is allowed, e.g.
-``market: got 'cheap'; allowed: 'spot', 'on-demand' or 'auto'``.
+``market: got 'cheap'; allowed: 'spot', 'on-demand' or 'auto'``. The value of an unknown
+field is never echoed (it is often a credential pasted under a name of its own), nor is a
+value that holds a private key.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def json_safe(value: Any) -> Any:
 
 
 BRIEF_MAX_CHARS = 200
+# PEM and OpenSSH private keys begin so ("-----BEGIN OPENSSH PRIVATE KEY-----").
+_PRIVATE_KEY_MARK = "PRIVATE KEY-----"
 
 
 def brief(value: Any, depth: int = 0) -> Any:
@@ -64,6 +68,8 @@ def brief(value: Any, depth: int = 0) -> Any:
     10 items (or nested deeper than two levels) replaced by a line saying their size. A
     refused 16 MiB ``command`` must not come back whole in the 422."""
     if isinstance(value, str):
+        if _PRIVATE_KEY_MARK in value:
+            return "(a private key; not shown)"
         most = BRIEF_MAX_CHARS if depth == 0 else 40
         if len(value) <= most:
             return value
@@ -79,7 +85,8 @@ def brief(value: Any, depth: int = 0) -> Any:
 
 def describe_validation_error(error: ValidationError,
                               model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
-    """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order.
+    """List of ``{"field", "value", "problem"}`` dicts, one per error, in pydantic's order
+    (``value`` is ``None`` for a missing or an unknown field).
     With ``model`` (the validated class), an unknown field gets a "did you mean" suggestion.
     ``value`` is JSON-safe (see :func:`json_safe`) and short (see :func:`brief`)."""
     problems = []
@@ -89,7 +96,7 @@ def describe_validation_error(error: ValidationError,
         msg = msg.removeprefix("Value error, ")
         value = item.get("input")
         if kind == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
+            msg, value = "unknown field (check the spelling)", None
             loc = tuple(item.get("loc", ()))
             close = difflib.get_close_matches(str(loc[-1]) if loc else "",
                                               _fields_at(model, loc), n=1)
@@ -97,6 +104,9 @@ def describe_validation_error(error: ValidationError,
                 msg = f"unknown field; did you mean {close[0]!r}?"
         elif kind == "missing":
             msg, value = "required field is missing", None
+        if isinstance(value, str) and _PRIVATE_KEY_MARK in value:
+            # A validator's own message may quote the value.
+            msg = msg.replace(repr(value), "it").replace(value, "it")
         problems.append({"field": _path(tuple(item.get("loc", ()))),
                          "value": json_safe(brief(value)), "problem": msg})
     return problems
@@ -106,7 +116,8 @@ def format_validation_error(error: ValidationError) -> str:
     """One line per problem: ``field: got VALUE; problem``."""
     lines = []
     for p in describe_validation_error(error):
-        if p["problem"] == "required field is missing":
+        if p["value"] is None and (p["problem"] == "required field is missing"
+                                   or p["problem"].startswith("unknown field")):
             lines.append(f"{p['field']}: {p['problem']}")
             continue
         value = p["value"]

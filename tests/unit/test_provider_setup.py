@@ -50,3 +50,27 @@ def test_no_kind_echoes_a_credential_like_field(tmp_path, entry, field):
     text = str(caught.value)
     assert f"providers[0] ({entry['kind']}): {field}" in text
     assert "supersecretvalue123" not in text
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({"kind": "azure", "subscription_id": "00000000-0000-0000-0000-000000000000",
+      "locations": ["eastus"], "launch": {"admin_pass": "SUPERSECRET123"}}, "admin_pass"),
+    ({"kind": "gcp", "project": "my-project-1", "regions": ["us-central1"],
+      "service_account_json": '{"type": "service_account", "private_key_id": "SUPERSECRET123"}'},
+     "service_account_json"),
+])
+def test_an_unknown_fields_value_is_never_echoed(entry, field, tmp_path):
+    with pytest.raises(ProviderConfigError) as raised:
+        build_providers([entry], tmp_path, tmp_path)
+    assert field in str(raised.value) and "SUPERSECRET123" not in str(raised.value)
+
+
+def test_a_private_key_pasted_into_a_known_field_is_not_echoed(tmp_path):
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUSUPERSECRET123\n"
+    entry = {"kind": "fleet", "hosts": [{"name": "box1", "address": "127.0.0.1", "user": "me",
+                                         "labels": {"site": key},
+                                         "gpus": [{"model": "RTX4090", "count": 1,
+                                                   "vram_gib": 24}]}]}
+    with pytest.raises(ProviderConfigError) as raised:
+        build_providers([entry], tmp_path, tmp_path)
+    assert "labels" in str(raised.value) and "b3BlbnNz" not in str(raised.value)
