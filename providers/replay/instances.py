@@ -8,6 +8,7 @@ server calls them from its request threads and the reclaimer calls :meth:`Replay
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import signal
@@ -43,6 +44,8 @@ TERMINATE_GRACE_S = 5.0
 DESCRIBE_TERMINATED_S = 3600.0
 # Records (and their client tokens) are forgotten this long after termination.
 RETAIN_TERMINATED_S = 86400.0
+
+logger = logging.getLogger(__name__)
 
 REASON_PREEMPTED = "preempted"
 REASON_USER = "user-terminated"
@@ -98,6 +101,7 @@ class ReplayCloud:
         self.store = StateStore.open(state_dir, market.path)
         self.clock = market.clock(self.store.data.epoch_wall)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._tick_failed: set[str] = set()
 
     # ----- market ---------------------------------------------------------------------------
     def market_s(self) -> float:
@@ -288,7 +292,14 @@ class ReplayCloud:
                 child.poll()
             data = self.store.data
             for rec in list(data.instances.values()):
-                changed |= self._tick_one(rec, now, market_s)
+                try:
+                    changed |= self._tick_one(rec, now, market_s)
+                except Exception:
+                    # One broken record must not stop the reclaimer for every other instance;
+                    # logged once per record, as the pass repeats every second.
+                    if rec.id not in self._tick_failed:
+                        self._tick_failed.add(rec.id)
+                        logger.exception("replay instance %s skipped by the reclaimer", rec.id)
             horizon = now - timedelta(seconds=RETAIN_TERMINATED_S)
             for rec in list(data.instances.values()):
                 if rec.terminated_at is not None and rec.terminated_at < horizon:

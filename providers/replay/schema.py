@@ -40,7 +40,8 @@ Every offer needs at least one of the two prices.
 does it: ``style`` is where its agent reads the notice (``aws`` IMDSv2, ``aliyun`` ECS
 metadata, ``azure`` Scheduled Events, ``gcp`` ``instance/preempted``) or ``none`` (no notice:
 the instance just stops, as a Vast.ai interruptible instance that is outbid); ``seconds`` is
-the wall time from the notice to the reclaim (default ``notice_seconds``). Without ``notice``
+the wall time from the notice to the reclaim (default ``notice_seconds``; both at most
+:data:`MAX_NOTICE_SECONDS`, a day, far beyond any cloud's warning). Without ``notice``
 the style follows the offer's provider (:data:`DEFAULT_NOTICE_STYLES`, else ``aws``).
 """
 
@@ -55,6 +56,9 @@ from core.models.base import StrictModel
 DEFAULT_PROVIDER = "replay"
 # AWS gives two minutes between the spot interruption notice and the reclaim.
 DEFAULT_NOTICE_SECONDS = 120.0
+# A day: longer than any cloud warns (Alibaba's 5 minutes is the longest), and small enough that
+# a notice's end is a representable time.
+MAX_NOTICE_SECONDS = 86400.0
 NoticeStyle = Literal["aws", "aliyun", "azure", "gcp", "none"]
 # Each imitated cloud's own way of warning (shared/data/api_examples/NOTICES.md); any other
 # provider name gets AWS's.
@@ -69,7 +73,7 @@ class NoticeSpec(StrictModel):
     ``notice_seconds``; ignored for ``none``)."""
 
     style: NoticeStyle
-    seconds: float | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, ge=0, le=MAX_NOTICE_SECONDS)
 
 
 class PricePointSpec(StrictModel):
@@ -146,7 +150,7 @@ class MarketSpec(StrictModel):
     name: str = Field(min_length=1)
     description: str | None = None
     time_scale: float = Field(default=1.0, gt=0)
-    notice_seconds: float = Field(default=DEFAULT_NOTICE_SECONDS, ge=0)
+    notice_seconds: float = Field(default=DEFAULT_NOTICE_SECONDS, ge=0, le=MAX_NOTICE_SECONDS)
     start_offset_hours: float = Field(default=0.0, ge=0)
     offers: list[OfferSpec] = Field(default_factory=list)
     catalogs: list[CatalogSpec] = Field(default_factory=list)
