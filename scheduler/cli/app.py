@@ -11,6 +11,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from scheduler.cli import render
 from scheduler.cli.client import ApiClient, CliError
@@ -30,10 +31,16 @@ def client(home: Path | None) -> ApiClient:
     return ApiClient(home)
 
 
+def print_error(message: object) -> None:
+    """``error: MESSAGE`` on stderr, the message as plain text: what it quotes (a config
+    path such as ``hosts[box1]``, a server's words) is never read as rich markup."""
+    err.print(Text.assemble(("error:", "bold red"), " ", str(message)))
+
+
 def fail(exc: CliError) -> NoReturn:
     """Print a CLI error (a table of problems for a refused spec) and exit 2."""
     if exc.problems:
         err.print(render.problems_table(exc.problems))
     else:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
     raise typer.Exit(2)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from scheduler.cli.app import app, err
+from scheduler.cli.app import app, print_error
 
 
 @app.command()
@@ -34,7 +34,7 @@ def daemon(
     try:
         configure_logs(log_level, log_format)
     except ValueError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2) from None
     try:
         settings = DaemonSettings(host=host, port=port)
@@ -53,6 +53,6 @@ def daemon(
             settings.config_file = config.resolve()
         daemon_ = Daemon(settings)
     except (ConfigError, DaemonAlreadyRunning, ReplicaConfigError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2)
     daemon_.run()

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from scheduler.cli import render
-from scheduler.cli.app import HomeOption, app, client, console, err, fail
+from scheduler.cli.app import HomeOption, app, client, console, err, fail, print_error
 from scheduler.cli.client import ApiClient, CliError
 from scheduler.cli.formats import check_format, emit
 from scheduler.cli.local_state import direct_store
@@ -109,7 +109,7 @@ def import_(path: Path = typer.Argument(..., help="a dump file or folder (.json,
         when = parse_when(at, "--at")
         report = import_path(direct_store(home), path, provider=provider, at=when)
     except (HistoryImportError, QueryError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2)
     except CliError as exc:
         fail(exc)
@@ -129,7 +129,7 @@ def retention(raw_days: float | None = typer.Option(None, help="days of raw pric
         history = direct_store(home).offers.history
         settings = history.configure(**changes) if changes else history.settings()
     except ValueError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2)
     except CliError as exc:
         fail(exc)

@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.cli.app import HomeOption, app, console, err
+from scheduler.cli.app import HomeOption, app, console, err, print_error
 
 if TYPE_CHECKING:
     from providers.base import Provider
@@ -64,7 +64,7 @@ def check(
         entries, base = _entries(config, home)
         adapters = build_providers(entries, base, home)
     except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2)
     table = Table(title="provider checks")
     for column in ("provider", "region", "check", "result", "detail"):

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from scheduler.cli import render
-from scheduler.cli.app import app, console, err
+from scheduler.cli.app import app, console, err, print_error
 from core.models import JobSpec, describe_validation_error
 
 POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, "
@@ -103,7 +103,7 @@ def simulate(
         comp, names, replay, starts, start_h = _compare(spec, market, job, policy, start_hours,
                                                         runs, seed, optimum, tick_seconds)
     except (MarketError, SimulationError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        print_error(exc)
         raise typer.Exit(2)
     from scheduler.simulator.runner import summary_row
     rows = [summary_row(name, comp) for name in names]
