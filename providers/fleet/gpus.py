@@ -28,6 +28,11 @@ BUSY_MEMORY_FRACTION = 0.10
 _VENDOR_WORDS = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO", "GENERATION", "PCIE", "SXM", "SXM2",
                  "SXM3", "SXM4", "SXM5", "HBM3", "HBM3E"}
 _MEMORY_RE = re.compile(r"^(\d+)GB$")
+# A host with more GPUs than this is not one answer of nvidia-smi (the largest servers
+# have 16); a configured ``gpus`` entry has the same bound.
+MAX_GPUS = 64
+# Text from a host (a line, a stderr) is shown in errors up to this many characters.
+SHOWN_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -79,20 +84,39 @@ def _number(text: str) -> float | None:
         return None
 
 
+def short(text: str) -> str:
+    """``text`` (a host's output) cut to :data:`SHOWN_CHARS` characters for an error
+    message, the cut said."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
+def _shown(line: str) -> str:
+    return repr(short(line))
+
+
 def parse_gpus(csv_text: str, apps_text: str, ours: set[int] = frozenset()) -> list[HostGpu]:
     """GPUs from the two queries' output (module docstring); ``ours``: indices held by our
     own instances (their processes do not make a GPU foreign-busy). Raises ``ValueError``
-    naming the line when a GPU line does not have six fields or a bad index."""
+    naming the line (cut to :data:`SHOWN_CHARS` characters) when a GPU line does not have
+    six fields or a bad index, when an index or uuid repeats (the output is not one
+    answer, and counting it would offer GPUs the host lacks), or past :data:`MAX_GPUS`."""
     busy_uuids = {line.split(",")[0].strip() for line in apps_text.splitlines() if line.strip()}
-    out = []
+    out: list[HostGpu] = []
     for line in csv_text.splitlines():
         if not line.strip():
             continue
         fields = [f.strip() for f in line.split(",")]
         if len(fields) != 6 or not fields[0].isdigit():
-            raise ValueError(f"nvidia-smi --query-gpu line {line!r}: want 6 fields "
+            raise ValueError(f"nvidia-smi --query-gpu line {_shown(line)}: want 6 fields "
                              "(index, uuid, name, memory.total, memory.used, utilization.gpu)")
         index, uuid, name = int(fields[0]), fields[1], fields[2]
+        twin = next((g for g in out if g.index == index or g.uuid == uuid), None)
+        if twin is not None:
+            what = f"index {index}" if twin.index == index else f"uuid {_shown(uuid)}"
+            raise ValueError(f"nvidia-smi --query-gpu line {_shown(line)}: GPU {what} is "
+                             "listed twice")
+        if len(out) == MAX_GPUS:
+            raise ValueError(f"nvidia-smi --query-gpu lists more than {MAX_GPUS} GPUs")
         total, used, util = (_number(f) for f in fields[3:])
         model = normalize_model(name)
         vram = vram_gib_for(model) or (round(total / 1024, 1) if total else 0.0)

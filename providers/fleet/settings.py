@@ -38,6 +38,7 @@ default 0 the fleet always wins over a cloud; with its real cost a cloud that is
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated
@@ -55,7 +56,19 @@ _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
 _SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]*$")
 _WORK_ROOT_RE = re.compile(r"^(/|~/)[A-Za-z0-9_./-]*$")
+_VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)\}")  # as the config's paths are expanded
 _HOST_KEY_RE = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$")
+
+
+def _variables_set(path: Path) -> Path:
+    """``path`` unchanged; raises ``ValueError`` naming each ``$VAR``/``${VAR}`` in it that
+    is not set (it would stay as written and name no file). ``GA_DATA_DIR`` has a default."""
+    unset = sorted({m.group(1) or m.group(2) for m in _VAR_RE.finditer(str(path))}
+                   - set(os.environ) - {"GA_DATA_DIR"})
+    if unset:
+        raise ValueError(f"{', '.join('$' + name for name in unset)} in {str(path)!r} "
+                         f"{'is' if len(unset) == 1 else 'are'} not set in the environment")
+    return path
 
 
 def _matching(pattern: re.Pattern[str], what: str):
@@ -108,6 +121,11 @@ class HostSettings(StrictModel):
     work_root: WorkRoot | None = None
     vcpus: Count | None = Field(default=None, ge=1)
     memory_gib: Number | None = Field(default=None, gt=0)
+
+    @field_validator("identity_file")
+    @classmethod
+    def _identity_variables_set(cls, value: Path | None) -> Path | None:
+        return value if value is None else _variables_set(value)
 
     @field_validator("host_key")
     @classmethod
@@ -186,6 +204,11 @@ class FleetSettings(StrictModel):
     terminate_grace_s: Number = Field(default=30.0, ge=0, le=600)
     launch_grace_s: Number = Field(default=300.0, gt=0)
     agent_start_timeout_s: Number | None = Field(default=None, gt=0)
+
+    @field_validator("known_hosts")
+    @classmethod
+    def _known_hosts_variables_set(cls, value: Path | None) -> Path | None:
+        return value if value is None else _variables_set(value)
 
     @field_validator("hosts")
     @classmethod

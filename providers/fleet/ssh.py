@@ -18,11 +18,15 @@ from pathlib import Path
 import paramiko
 
 from providers.errors import AuthError, TransientError
+from providers.fleet.gpus import short
 from providers.fleet.settings import HostSettings
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_S = 15
+# A remote command's stdout, and its stderr, are read up to this many bytes each; more
+# fails the command (OutputTooLarge). Our inventory of a busy host is tens of KiB.
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 
 class HostKeyError(AuthError):
@@ -44,10 +48,70 @@ def known_name(host: HostSettings) -> str:
     return host.address if host.port == 22 else f"[{host.address}]:{host.port}"
 
 
+@dataclass(frozen=True)
+class SkippedLine:
+    """A known_hosts line no key was taken from: ``lineno`` (1-based), its host ``names``
+    (plain, or OpenSSH's hashed ``|1|salt|hash``) and ``why``."""
+
+    lineno: int
+    names: tuple[str, ...]
+    why: str
+
+    def names_host(self, name: str) -> bool:
+        return any(n == name or (n.startswith("|1|") and paramiko.HostKeys.hash_host(name, n) == n)
+                   for n in self.names)
+
+
+_warned: set[tuple[str, int, str]] = set()
+
+
+def read_known_hosts(path: Path) -> tuple[paramiko.HostKeys, list[SkippedLine]]:
+    """The keys of an OpenSSH known_hosts file and the lines skipped. A line that cannot be
+    parsed (bad base64, a key paramiko cannot read, too few fields, a ``@cert-authority``/
+    ``@revoked`` marker, which paramiko does not support) is skipped, as OpenSSH does, with
+    one warning per file and line; an unknown key type is skipped quietly. Raises
+    ``OSError`` when the file cannot be read."""
+    keys = paramiko.HostKeys()
+    skipped = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for lineno, raw in enumerate(handle, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            names = tuple(line.split(None, 1)[0].split(","))
+            why, quiet = None, False
+            if line.startswith("@"):
+                why = f"marker {names[0]} is not supported"
+                names = tuple(line.split()[1].split(",")) if len(line.split()) > 1 else ()
+            else:
+                try:
+                    entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
+                except Exception as exc:  # noqa: BLE001 - paramiko raises several kinds per bad line
+                    why = f"{type(exc).__name__}: {short(str(exc))}"
+                else:
+                    if entry is None:
+                        fields = line.split()
+                        quiet = len(fields) >= 3
+                        why = (f"key type {short(fields[1])} is not supported" if quiet
+                               else "fewer than 3 fields")
+                    else:
+                        for name in entry.hostnames:
+                            keys.add(name, entry.key.get_name(), entry.key)
+            if why is None:
+                continue
+            skipped.append(SkippedLine(lineno, names, why))
+            if not quiet and (str(path), lineno, line) not in _warned:
+                _warned.add((str(path), lineno, line))
+                log.warning("known_hosts %s:%d skipped, it cannot be parsed: %s",
+                            path, lineno, why)
+    return keys, skipped
+
+
 def trusted_keys(host: HostSettings, known_hosts: Path | None) -> paramiko.HostKeys:
     """The keys trusted for ``host``: its pinned key alone, or else the ``known_hosts``
     entries for it. Raises ``ValueError`` for a pinned key paramiko cannot read, and
-    :class:`HostKeyError` when ``known_hosts`` is given but cannot be read."""
+    :class:`HostKeyError` when ``known_hosts`` is given but cannot be read, or has no
+    usable key for the host while an entry for it was skipped (its file:line named)."""
     keys = paramiko.HostKeys()
     name = known_name(host)
     if host.host_key is not None:
@@ -59,10 +123,17 @@ def trusted_keys(host: HostSettings, known_hosts: Path | None) -> paramiko.HostK
         return keys
     if known_hosts is not None:
         try:
-            keys.load(str(known_hosts))
-        except (OSError, paramiko.SSHException) as exc:
+            keys, skipped = read_known_hosts(known_hosts)
+        except OSError as exc:
             raise HostKeyError(f"known_hosts {known_hosts} cannot be read: {exc}",
                                code="KnownHostsUnreadable") from None
+        bad = [s for s in skipped if s.names_host(name)]
+        if keys.lookup(name) is None and bad:
+            where = ", ".join(f"{known_hosts}:{s.lineno} ({s.why})" for s in bad[:3])
+            raise HostKeyError(
+                f"hosts[{host.name}] ({name}): no trusted host key: its known_hosts entry "
+                f"cannot be parsed: {where}; fix the entry (ssh-keyscan shows the key; check "
+                "it out of band) or pin it as host_key", code="KnownHostsEntryUnparsable")
     return keys
 
 
@@ -70,8 +141,9 @@ class HostConnections:
     """One SSH connection per host, shared by threads.
 
     ``run(host, command, timeout_s)`` and ``write_file(host, path, text, mode)`` raise
-    :class:`HostKeyError` (unknown or changed host key), ``AuthError`` (the user key was
-    refused) and ``TransientError`` (unreachable, timed out, connection lost).
+    :class:`HostKeyError` (unknown, changed or unreadable host key), ``AuthError`` (the user
+    key was refused) and ``TransientError`` (unreachable, timed out, connection lost, output
+    past :data:`MAX_OUTPUT_BYTES`); never a paramiko exception.
     """
 
     def __init__(self, provider: str, known_hosts: Path | None, connect_timeout_s: float) -> None:
@@ -101,7 +173,13 @@ class HostConnections:
 
     def _connect(self, host: HostSettings) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
-        trusted = trusted_keys(host, self.known_hosts)
+        try:
+            trusted = trusted_keys(host, self.known_hosts)
+        except ValueError as exc:  # a pinned key paramiko cannot read
+            raise HostKeyError(str(exc), provider=self.provider, code="HostKeyUnreadable") from None
+        except HostKeyError as exc:
+            exc.provider = self.provider
+            raise
         for name, entry in trusted.items():
             for kind, key in entry.items():
                 client.get_host_keys().add(name, kind, key)
@@ -139,6 +217,10 @@ class HostConnections:
             client.close()
             raise TransientError(f"{where}: unreachable: {exc}", provider=self.provider,
                                  code="Unreachable") from None
+        except Exception as exc:  # noqa: BLE001 - the SSH layer raises only ProviderErrors
+            client.close()
+            raise TransientError(f"{where}: {type(exc).__name__}: {short(str(exc))}",
+                                 provider=self.provider, code="SSHError") from None
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(KEEPALIVE_S)
@@ -149,7 +231,7 @@ class HostConnections:
             client = self._clients.pop(host.name, None)
         if client is not None:
             client.close()
-        return TransientError(f"{host.name}: connection lost: {exc or type(exc).__name__}",
+        return TransientError(f"{host.name}: connection lost: {short(str(exc)) or type(exc).__name__}",
                               provider=self.provider, code="ConnectionLost")
 
     def run(self, host: HostSettings, command: str, timeout_s: float) -> Result:
@@ -163,15 +245,21 @@ class HostConnections:
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + timeout_s
             while True:
+                for stream, text in (("stdout", out), ("stderr", err)):
+                    if len(text) > MAX_OUTPUT_BYTES:
+                        channel.close()
+                        raise TransientError(
+                            f"{host.name}: command failed: its {stream} passed "
+                            f"{MAX_OUTPUT_BYTES // (1024 * 1024)} MiB (the limit); stopped "
+                            "reading", provider=self.provider, code="OutputTooLarge")
                 if channel.recv_ready():
                     out += channel.recv(65536)
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
                 elif channel.exit_status_ready():
-                    while channel.recv_ready():
-                        out += channel.recv(65536)
-                    while channel.recv_stderr_ready():
-                        err += channel.recv_stderr(65536)
+                    # Output still buffered after the exit status: read it, bounded as above.
+                    if channel.recv_ready() or channel.recv_stderr_ready():
+                        continue
                     break
                 elif time.monotonic() > deadline:
                     channel.close()
@@ -183,7 +271,7 @@ class HostConnections:
             channel.close()
         except TransientError:
             raise
-        except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
+        except Exception as exc:  # noqa: BLE001 - paramiko's own, socket errors, a dead transport
             raise self._dropped(host, exc) from None
         return Result(status, out.decode(errors="replace"), err.decode(errors="replace"))
 
