@@ -31,7 +31,7 @@ from azure.core.rest import HttpRequest
 from azure.mgmt.compute import ComputeManagementClient
 
 from providers.azure.errors import azure_call
-from providers.errors import NotFoundError
+from providers.errors import NotFoundError, TransientError
 from providers.regional_api import RequestCounter, install_log_redaction
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ READ_TIMEOUT_S = 30.0
 # Resource SKUs answer for one location only through this filter (the only one supported).
 _SKU_FILTER = "location eq '{location}'"
 SKUS_API_VERSION = "2021-07-01"
+# A location lists ~1,500 SKUs in pages of a few hundred; more pages than this is a loop.
+MAX_SKU_PAGES = 100
 _REDACTED_LOGGERS = ("azure", "azure.core.pipeline.policies.http_logging_policy",
                      "urllib3.connectionpool")
 
@@ -82,6 +84,7 @@ class AzureClient:
         self.subscription_id = subscription_id
         self.resource_group = resource_group
         self.scope = f"{endpoint.rstrip('/')}/.default"
+        self.endpoint_host = urlsplit(endpoint).netloc
         self.requests = RequestCounter()
         options: dict[str, Any] = {"connection_verify": verify} if verify else {}
         self.compute = ComputeManagementClient(
@@ -118,13 +121,22 @@ class AzureClient:
             params={"api-version": SKUS_API_VERSION,
                     "$filter": _SKU_FILTER.format(location=location)})
         with azure_call("list resource SKUs", location):
-            while request is not None:
+            for _ in range(MAX_SKU_PAGES):
                 response = self.compute.send_request(request)
                 response.raise_for_status()
                 page = response.json()
                 yield from page.get("value") or []
                 next_link = page.get("nextLink")
-                request = HttpRequest("GET", next_link) if next_link else None
+                if not next_link:
+                    return
+                # The client's pipeline puts the bearer token on every request it sends.
+                if urlsplit(next_link).netloc != self.endpoint_host:
+                    raise TransientError(f"azure resource SKUs for {location}: nextLink "
+                                         f"leaves {self.endpoint_host}; not followed",
+                                         provider="azure")
+                request = HttpRequest("GET", next_link)
+        raise TransientError(f"azure resource SKUs for {location}: more than {MAX_SKU_PAGES} "
+                             "pages", provider="azure")
 
     def probe_skus(self, location: str) -> None:
         """The first page of ``location``'s SKUs (credentials and read permission). Raises
