@@ -119,7 +119,7 @@ def trusted_keys(host: HostSettings, known_hosts: Path | None) -> paramiko.HostK
         try:
             keys.add(name, kind, paramiko.PKey.from_type_string(kind, base64.b64decode(blob)))
         except (paramiko.SSHException, ValueError) as exc:
-            raise ValueError(f"hosts[{host.name}].host_key: not a readable {kind} key: {exc}") from None
+            raise ValueError(f"host {host.name}: host_key: not a readable {kind} key: {exc}") from None
         return keys
     if known_hosts is not None:
         try:
@@ -131,7 +131,7 @@ def trusted_keys(host: HostSettings, known_hosts: Path | None) -> paramiko.HostK
         if keys.lookup(name) is None and bad:
             where = ", ".join(f"{known_hosts}:{s.lineno} ({s.why})" for s in bad[:3])
             raise HostKeyError(
-                f"hosts[{host.name}] ({name}): no trusted host key: its known_hosts entry "
+                f"host {host.name} ({name}): no trusted host key: its known_hosts entry "
                 f"cannot be parsed: {where}; fix the entry (ssh-keyscan shows the key; check "
                 "it out of band) or pin it as host_key", code="KnownHostsEntryUnparsable")
     return keys

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 
 from providers.errors import ProviderError, TransientError
 from providers.fleet.gpus import SHOWN_CHARS, parse_gpus
@@ -138,3 +139,11 @@ def test_whatever_the_ssh_layer_meets_comes_out_as_a_provider_error(fleet, box,
     ssh = HostConnections("hostile", known, 5)
     with pytest.raises(ProviderError):
         ssh.run(unpinned(fleet, box), "echo ok", 10)
+
+
+def test_errors_name_a_host_outside_console_markup(fleet, box, tmp_path) -> None:
+    host = unpinned(fleet, box).model_copy(update={"name": "red",
+                                                   "host_key": "ssh-ed25519 AAAAC3Nz"})
+    with pytest.raises(HostKeyError) as info:  # the pin is not a key
+        HostConnections("hostile", None, 5).run(host, "echo ok", 10)
+    assert "host red: host_key" in Text.from_markup(str(info.value)).plain
