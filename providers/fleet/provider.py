@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from core.models import (
+    TAG_OWNER,
     Instance,
     InstanceState,
     Offer,
@@ -56,6 +57,9 @@ from scheduler.store.fleet import Claim, FleetLedger
 
 log = logging.getLogger(__name__)
 
+# A shipped agent's install (venv and pip) may take this long on a host.
+INSTALL_TIMEOUT_S = 600.0
+
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")
 # Exit status of the remote start/prepare steps when the instance has ended already.
 _ENDED_STATUS = 4
@@ -79,10 +83,25 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                                         thread_name_prefix=f"{settings.name}-ssh")
         self._prices_reported: dict[str, float] = {}
         self._last_offers: list[Offer] = []
+        # The installation's owner tag, learnt from the tags it launches and describes with:
+        # other installations sharing a host's work root have folders there too.
+        self._owner: str | None = None
 
     def use_ledger(self, ledger: FleetLedger) -> None:
         """Use ``ledger`` (named after this provider) for slot claims from now on."""
         self.ledger = ledger
+
+    @property
+    def launch_grace_s(self) -> float:
+        """How long a claim may stay without a started agent before describe abandons its
+        launch: ``launch_grace_s``, plus the time a shipped agent's install may take."""
+        if self.settings.agent.pip_spec is None:
+            return self.settings.launch_grace_s
+        return self.settings.launch_grace_s + self._install_timeout_s
+
+    @property
+    def _install_timeout_s(self) -> float:
+        return max(INSTALL_TIMEOUT_S, self.settings.command_timeout_s)
 
     @property
     def agent_start_timeout_s(self) -> float:
@@ -112,7 +131,7 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         except ValueError as exc:
             raise TransientError(f"{host.name}: {exc}; stderr: {result.stderr[-300:]}",
                                  provider=self.name, code="BadInventory") from None
-        if inventory.gpus is None and host.gpus:
+        if inventory.gpus is None and inventory.gpu_error is None and host.gpus:
             inventory.gpus = configured_gpus(host.gpus)
         if host.vcpus:
             inventory.vcpus = host.vcpus
@@ -155,8 +174,8 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
             if isinstance(inventory, ProviderError) or host.name in drained:
                 continue
             if inventory.gpus is None:
-                log.warning("fleet host %s has no nvidia-smi and no configured gpus: no offers",
-                            host.name)
+                log.warning("fleet host %s: %s: no offers", host.name,
+                            inventory.gpu_error or "no nvidia-smi and no configured gpus")
                 continue
             offers += slot_offers(self.name, host, inventory.gpus,
                                   self._taken(host.name, inventory, claims),
@@ -226,6 +245,8 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         host is drained (its agent is sent SIGTERM once, see :func:`remote.notify`);
         unreachable hosts as the module docstring says. A host that fails is logged; this
         never raises for one host."""
+        if tags and tags.get(TAG_OWNER):
+            self._owner = tags[TAG_OWNER]
         claims = self._claims()
         drained = self.ledger.drained() if self.ledger is not None else {}
         inventories = self._inventories(claims)
@@ -272,9 +293,10 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                  claims: dict[str, Claim], notice: PreemptionNotice | None,
                  now: datetime) -> list[Instance]:
         found = [self._found(host, iid, found, claims.get(iid), notice, now)
-                 for iid, found in inventory.instances.items()]
+                 for iid, found in inventory.instances.items()
+                 if self._ours(found, claims.get(iid))]
         out = [instance for instance in found if instance is not None]
-        grace = self.settings.launch_grace_s
+        grace = self.launch_grace_s
         for iid, claim in claims.items():
             if iid in inventory.instances:
                 continue
@@ -286,6 +308,16 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                             list(claim.gpus), grace)
                 self.ledger.release(iid, claim.claimed_at)
         return out
+
+    def _ours(self, found: remote.HostInstance, claim: Claim | None) -> bool:
+        """Whether a folder is this installation's: its owner tag is ours (a claim in our
+        ledger makes it ours too). Another installation's folders on a shared work root are
+        neither reported nor touched: its own daemon stops, notifies and frees them."""
+        tags = found.meta.get("tags")
+        owner = tags.get(TAG_OWNER) if isinstance(tags, dict) else None
+        if claim is not None or owner is None:
+            return True
+        return self._owner is None or owner == self._owner
 
     def _found(self, host: HostSettings, iid: str, found: remote.HostInstance,
                claim: Claim | None, notice: PreemptionNotice | None,
@@ -313,7 +345,7 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         only = ""
         if found.state == "starting":
             started = claim.claimed_at if claim else datetime.fromisoformat(found.meta["launched_at"])
-            if (now - started).total_seconds() < self.settings.launch_grace_s:
+            if (now - started).total_seconds() < self.launch_grace_s:
                 return None
             reason, only = "launch abandoned (its agent never started)", "starting"
         elif found.state == "running":
@@ -347,6 +379,8 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
 
     def _launch_on_host(self, request: LaunchRequest) -> Instance:
         ledger = self._ledger()
+        if request.tags.get(TAG_OWNER):
+            self._owner = request.tags[TAG_OWNER]
         offer = request.offer
         try:
             host_name, count, model = parse_slot_type(offer.instance_type)
@@ -373,7 +407,7 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
                                   reason=found.why_ended or "agent exited")
         claim = claims.get(iid)
         if claim is not None and (self._clock() - claim.claimed_at).total_seconds() \
-                > self.settings.launch_grace_s / 2:
+                > self.launch_grace_s / 2:
             # A launch resumed this late could meet describe abandoning it: start afresh.
             ledger.release(iid, claim.claimed_at)
             claim = None
@@ -402,7 +436,7 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         agent = self.settings.agent
         if agent.pip_spec is not None:
             self._ok(host, self._ssh.run(host, remote.install_agent(agent.pip_spec, agent.venv),
-                                         max(600.0, self.settings.command_timeout_s)),
+                                         self._install_timeout_s),
                      "installing the agent")
         if iid not in ledger.claims():
             raise TransientError(f"{host.name}: the claim of {iid} was released during its "
@@ -428,12 +462,25 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         detail = {k: (json.dumps(v) if k == "tags" else v) for k, v in info.items()}
         got = self._ledger().claim(host.name, free, count, iid, detail, at=self._clock())
         if got is None:
-            drained = host.name in self._ledger().drained()
-            raise CapacityError(
-                f"{host.name}: " + ("drained" if drained else
-                                    f"{count} free {model} GPU(s) wanted, {len(free)} free"),
-                provider=self.name, code="Drained" if drained else "SlotTaken")
+            if host.name in self._ledger().drained():
+                raise CapacityError(f"{host.name}: drained", provider=self.name, code="Drained")
+            raise CapacityError(f"{host.name}: {count} {model} GPU(s) wanted; "
+                                + self._taken_since(host.name, free), provider=self.name,
+                                code="SlotTaken")
         return got
+
+    def _taken_since(self, host: str, free: list[int]) -> str:
+        """Which claims hold the GPUs seen free when the host was read (a launch that won
+        the race for them), for the capacity error."""
+        if not free:
+            return "none free"
+        holders = sorted((c.claimed_at, iid, [i for i in c.gpus if i in free])
+                         for iid, c in self._ledger().claims().items()
+                         if c.host == host and set(c.gpus) & set(free))
+        taken = "; ".join(f"GPU {','.join(map(str, gpus))} by {iid} at "
+                          f"{at:%H:%M:%S} UTC" for at, iid, gpus in holders)
+        return (f"{len(free)} were free when the host was read, since claimed: {taken}"
+                if taken else f"{len(free)} free")
 
     def _ok(self, host: HostSettings, result, what: str) -> None:
         if result.status != 0:
@@ -446,6 +493,12 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         its GPUs. Quiet for an unknown or ended instance; on an unreachable host the claim is
         marked ending (module docstring)."""
         host = self.settings.host(host_of(instance_id))
+        if not _TOKEN_RE.match(instance_id.partition(".")[2]):
+            # Not an id this adapter makes (<host>.<client token>): it never existed here,
+            # and its "token" would name the work root or a folder above it.
+            log.warning("fleet %s: terminate(%r) ignored: not a fleet instance id", self.name,
+                        instance_id)
+            return
         if host is None:
             if self.ledger is not None:
                 self.ledger.release(instance_id)
@@ -463,13 +516,20 @@ class FleetProvider(Compute, Checked, UsesSlotLedger):
         """The host's GPUs now (``nvidia-smi``, else configured). Raises ``ProviderError``."""
         return self.inventory(host).gpus
 
+    def gpu_report(self, host: HostSettings) -> tuple[list[HostGpu] | None, str | None]:
+        """The host's GPUs now and why they could not be read (nvidia-smi failed or printed
+        something else; ``None`` when read). Raises ``ProviderError`` when the host cannot
+        be asked."""
+        inventory = self.inventory(host)
+        return inventory.gpus, inventory.gpu_error
+
     def check(self) -> list[CheckResult]:
         """One row per host: reached over SSH with a verified key, and the GPUs found."""
         rows = []
         for host in self.settings.hosts:
             try:
-                gpus = self.gpus_of(host)
-                detail = ("no nvidia-smi and no configured gpus" if gpus is None else
+                gpus, error = self.gpu_report(host)
+                detail = (error or "no nvidia-smi and no configured gpus" if gpus is None else
                           ", ".join(f"{g.index}:{g.model}{' (busy)' if g.foreign else ''}"
                                     for g in gpus) or "no GPUs")
                 rows.append(CheckResult(self.name, host.site, f"ssh {host.name}",

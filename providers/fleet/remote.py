@@ -241,12 +241,15 @@ class HostInstance:
 @dataclass
 class Inventory:
     """What :func:`inventory` printed: ``gpus`` is ``None`` when the host has no
-    ``nvidia-smi`` (the configured GPUs apply)."""
+    ``nvidia-smi`` (the configured GPUs apply) or when it failed or printed something
+    that is not its CSV (``gpu_error`` says what: the host offers nothing then, while its
+    instance folders are still read)."""
 
     vcpus: int
     memory_gib: float
     gpus: list[HostGpu] | None
     instances: dict[str, HostInstance] = field(default_factory=dict)  # by instance id
+    gpu_error: str | None = None
 
     def held_gpus(self) -> set[int]:
         """GPUs held by instances whose processes may still run."""
@@ -280,12 +283,18 @@ def parse_inventory(text: str, ours: set[int]) -> Inventory:
                 state, int(pid) if pid.isdigit() else None,
                 float(ended_at) if ended_at else None, why or None, noticed == "1", meta)
     gpu_lines = sections.get("gpus", [])
-    if "@no-nvidia-smi" in gpu_lines or "@nvidia-smi-failed" in gpu_lines:
-        gpus = None
-    else:
+    gpus, gpu_error = None, None
+    if "@nvidia-smi-failed" in gpu_lines:
+        gpu_error = "nvidia-smi failed"
+    elif "@no-nvidia-smi" not in gpu_lines:
         held = ours | {i for inst in instances.values() for i in inst.gpus
                        if inst.state in ("running", "stray", "starting")}
-        gpus = parse_gpus("\n".join(gpu_lines), "\n".join(sections.get("apps", [])), held)
+        try:
+            gpus = parse_gpus("\n".join(gpu_lines), "\n".join(sections.get("apps", [])), held)
+        except ValueError as exc:
+            # A GPU fallen off the bus prints an error among the CSV: the GPUs are in
+            # doubt, the host and its agents are not.
+            gpu_error = str(exc)
     vcpus = next((int(v) for v in sections.get("vcpus", []) if v.strip().isdigit()), 1)
     mem_kib = next((int(v) for v in sections.get("mem_kib", []) if v.strip().isdigit()), 0)
-    return Inventory(vcpus, round(mem_kib / 1024 / 1024, 1), gpus, instances)
+    return Inventory(vcpus, round(mem_kib / 1024 / 1024, 1), gpus, instances, gpu_error)

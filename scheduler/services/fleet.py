@@ -3,8 +3,12 @@ hosts, their GPUs and slots, the jobs on them; drain and undrain.
 
 The hosts are those of the configured ``kind: fleet`` adapters
 (:class:`providers.fleet.provider.FleetProvider`, from the daemon's provider registry); each
-is asked over SSH what GPUs it has now (``nvidia-smi``, else its configured ``gpus``; hosts
-in parallel, each within its fleet's ``connect_timeout_s`` + ``command_timeout_s``). Claims,
+is asked over SSH what GPUs it has (``nvidia-smi``, else its configured ``gpus``). A listing
+answers within :data:`ANSWER_WAIT_S` whatever the hosts do: one ask per host is under way at
+a time, shared by the listings that come meanwhile, and an answer younger than
+:data:`ANSWER_FRESH_S` serves them without asking again; a host that has not answered in
+time is a row marked not reachable, with its last answer's GPUs and its last-seen time (so a
+hung host cannot hold the API's worker threads). Claims,
 drains and the last SSH contact come from each fleet's slot ledger
 (:class:`scheduler.store.fleet.FleetLedger`); the job holding a claim is the active job whose
 current placement is that instance.
@@ -16,7 +20,11 @@ undrain lists its free slots again (:mod:`providers.fleet`).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,19 +38,33 @@ from scheduler.controller.context import ProviderRegistry
 from scheduler.store import Store
 from scheduler.store.fleet import Claim, FleetLedger
 
-# Hosts asked over SSH at once by one listing.
+# Hosts of one fleet asked over SSH at once (one ask per host at a time).
 MAX_PARALLEL_HOSTS = 16
+# Seconds a listing waits for the hosts' answers at most.
+ANSWER_WAIT_S = 3.0
+# Seconds a host's answer serves the listings after it without asking the host again.
+ANSWER_FRESH_S = 5.0
 # Host names an unknown-host error lists at most.
 NAMES_SHOWN = 20
 
 
-class FleetHostNotFound(LookupError):
-    """No configured fleet has a host of that name (or not the fleet named)."""
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:NAMES_SHOWN]) + (" ..." if len(names) > NAMES_SHOWN else "")
 
-    def __init__(self, host: str, known: list[str]) -> None:
-        shown = ", ".join(known[:NAMES_SHOWN]) + (" ..." if len(known) > NAMES_SHOWN else "")
-        super().__init__(f"no fleet host {host!r}" + (f" (hosts: {shown})" if known else
-                                                      " (no kind: fleet provider configured)"))
+
+class FleetHostNotFound(LookupError):
+    """No configured fleet has a host of that name (or not the fleet named: ``fleets`` are
+    the fleets there are, given when the one named is not among them)."""
+
+    def __init__(self, host: str, known: list[str], fleet: str | None = None,
+                 fleets: list[str] | None = None) -> None:
+        if fleets is not None and fleet is not None:
+            where = (f"no fleet {fleet!r} (fleets: {_shown(fleets)})" if fleets else
+                     f"no fleet {fleet!r} (no kind: fleet provider configured)")
+            super().__init__(where)
+        else:
+            super().__init__(f"no fleet host {host!r}" + (
+                f" (hosts: {_shown(known)})" if known else " (no kind: fleet provider configured)"))
         self.host = host
 
 
@@ -65,13 +87,83 @@ def _ledger(store: Store, fleet: FleetProvider) -> FleetLedger:
     return fleet.ledger if fleet.ledger is not None else FleetLedger(store.redis, fleet.name)
 
 
-def _gpus_now(fleet: FleetProvider, host: HostSettings) -> tuple[list[HostGpu] | None, str | None]:
-    """The host's GPUs as it reports them, else as configured, and the error that kept it
-    from answering (``None`` when it answered)."""
+@dataclass(frozen=True)
+class _Answer:
+    """One host's answer: its GPUs (as configured when it could not be asked), whether it
+    answered over SSH, the error (SSH's, or its GPUs' when it answered), when (monotonic)."""
+
+    gpus: list[HostGpu] | None
+    reachable: bool
+    error: str | None
+    at: float
+
+
+def _ask(fleet: FleetProvider, host: HostSettings) -> _Answer:
     try:
-        return fleet.gpus_of(host), None
+        gpus, error = fleet.gpu_report(host)
+        return _Answer(gpus, True, error, time.monotonic())
     except ProviderError as exc:
-        return (configured_gpus(host.gpus) if host.gpus else None), str(exc)
+        return _Answer(configured_gpus(host.gpus) if host.gpus else None, False, str(exc),
+                       time.monotonic())
+
+
+class _FleetAsks:
+    """One fleet's latest answer per host and the one ask under way per host."""
+
+    def __init__(self, hosts: int) -> None:
+        self.lock = threading.RLock()  # a finished ask's callback may run in ask()
+        self.answers: dict[str, _Answer] = {}
+        self.pending: dict[str, Future[_Answer]] = {}
+        self.pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, max(1, hosts)),
+                                       thread_name_prefix="fleet-list")
+
+    def ask(self, fleet: FleetProvider, host: HostSettings) -> _Answer | Future[_Answer]:
+        """The fresh answer, else the ask under way (started here when none is)."""
+        with self.lock:
+            answer = self.answers.get(host.name)
+            if answer is not None and time.monotonic() - answer.at < ANSWER_FRESH_S:
+                return answer
+            pending = self.pending.get(host.name)
+            if pending is None:
+                pending = self.pool.submit(_ask, fleet, host)
+                self.pending[host.name] = pending
+                pending.add_done_callback(lambda done: self._answered(host.name, done))
+            return pending
+
+    def _answered(self, host: str, done: Future[_Answer]) -> None:
+        with self.lock:
+            self.pending.pop(host, None)
+            if done.exception() is None:
+                self.answers[host] = done.result()
+
+    def late(self, host: HostSettings) -> _Answer:
+        """What a listing shows of a host that did not answer in time."""
+        with self.lock:
+            last = self.answers.get(host.name)
+        gpus = last.gpus if last else configured_gpus(host.gpus) if host.gpus else None
+        return _Answer(gpus, False, f"no answer within {ANSWER_WAIT_S:g} s (still asked)",
+                       time.monotonic())
+
+
+_asks: weakref.WeakKeyDictionary[FleetProvider, _FleetAsks] = weakref.WeakKeyDictionary()
+_asks_lock = threading.Lock()
+
+
+def _answers(targets: list[tuple[FleetProvider, HostSettings]]) -> list[_Answer]:
+    """Each target host's answer, all within :data:`ANSWER_WAIT_S` (module docstring)."""
+    with _asks_lock:
+        asks = [_asks.setdefault(f, _FleetAsks(len(f.settings.hosts))) for f, _ in targets]
+    got = [a.ask(f, h) for a, (f, h) in zip(asks, targets, strict=True)]
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    out = []
+    for a, (_, host), answer in zip(asks, targets, got, strict=True):
+        if isinstance(answer, Future):
+            try:
+                answer = answer.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                answer = a.late(host)
+        out.append(answer)
+    return out
 
 
 def _gpu_groups(gpus: list[HostGpu]) -> list[dict[str, Any]]:
@@ -95,10 +187,11 @@ class _LedgerState:
         return cls(ledger.claims(), ledger.drained(), ledger.last_seen())
 
 
-def _host_row(fleet: FleetProvider, host: HostSettings, gpus: list[HostGpu] | None,
-              error: str | None, ledger: _LedgerState, jobs_by_instance: dict[str, str],
+def _host_row(fleet: FleetProvider, host: HostSettings, answer: _Answer,
+              ledger: _LedgerState, jobs_by_instance: dict[str, str],
               now: datetime) -> dict[str, Any]:
     drained, seen = ledger.drained, ledger.seen
+    gpus, error = answer.gpus, answer.error
     mine = sorted(((iid, c) for iid, c in ledger.claims.items() if c.host == host.name),
                   key=lambda item: item[0])
     used = {i for _, c in mine for i in c.gpus}
@@ -110,15 +203,15 @@ def _host_row(fleet: FleetProvider, host: HostSettings, gpus: list[HostGpu] | No
         "user": host.user, "labels": host.labels.model_dump(exclude_none=True),
         "region": host.site, "zone": host.rack,
         "gpus": _gpu_groups(gpus or []), "gpu_count": total,
-        "gpus_from": None if not gpus else "configured" if error or gpus[0].uuid is None
-        else "nvidia-smi",
+        "gpus_from": None if not gpus else "configured" if not answer.reachable
+        or gpus[0].uuid is None else "nvidia-smi",
         "gpus_used": len(used), "gpus_busy_elsewhere": len(foreign),
         "gpus_free": max(0, total - len(used) - len(foreign)),
         "jobs": [{"instance_id": iid, "job": jobs_by_instance.get(iid), "gpus": list(c.gpus),
                   "since": c.claimed_at.isoformat()} for iid, c in mine],
         "drained": host.name in drained,
         "drained_at": drained[host.name].isoformat() if host.name in drained else None,
-        "reachable": error is None, "error": error,
+        "reachable": answer.reachable, "error": error,
         "last_seen_at": last_seen.isoformat() if last_seen else None,
         "last_seen_age_s": max(0.0, (now - last_seen).total_seconds()) if last_seen else None,
         "cost_per_gpu_hour_usd": host.cost_per_gpu_hour_usd,
@@ -147,8 +240,10 @@ def hosts(store: Store, providers: ProviderRegistry | None) -> list[dict[str, An
     = running a process gpu-arbiter did not start, free = the rest (offered unless the
     host is drained or unreachable). Times are ISO UTC, ages seconds. ``job`` is ``None``
     for a claim no active job holds (a launch in progress, or one being cleaned up).
-    Raises ``redis.RedisError``; a host that does not answer is a row with ``reachable``
-    false and its ``error``, its GPUs as configured (none when not configured)."""
+    Raises ``redis.RedisError``; a host that does not answer (within :data:`ANSWER_WAIT_S`)
+    is a row with ``reachable`` false and its ``error``, its GPUs from its last answer or as
+    configured (none when not configured); a host that answers but whose ``nvidia-smi``
+    failed is reachable with that ``error`` and no GPUs."""
     return _rows(store, [(f, h) for f in fleet_adapters(providers) for h in f.settings.hosts])
 
 
@@ -156,20 +251,22 @@ def _rows(store: Store, targets: list[tuple[FleetProvider, HostSettings]]
           ) -> list[dict[str, Any]]:
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_HOSTS, len(targets))) as pool:
-        answers = list(pool.map(lambda t: _gpus_now(*t), targets))
+    answers = _answers(targets)
     state = {f.name: _LedgerState.read(_ledger(store, f)) for f, _ in targets}
     jobs = _jobs_by_instance(store, {iid for s in state.values() for iid in s.claims})
     now = utcnow()
-    return [_host_row(f, h, gpus, error, state[f.name], jobs, now)
-            for (f, h), (gpus, error) in zip(targets, answers, strict=True)]
+    return [_host_row(f, h, answer, state[f.name], jobs, now)
+            for (f, h), answer in zip(targets, answers, strict=True)]
 
 
 def _find(providers: ProviderRegistry | None, host: str,
           fleet: str | None) -> tuple[FleetProvider, HostSettings]:
     """The fleet adapter and host settings of ``host`` (in ``fleet`` when given). Raises
     :class:`FleetHostNotFound`, or :class:`AmbiguousHost` when several fleets have it."""
-    fleets = [f for f in fleet_adapters(providers) if fleet is None or f.name == fleet]
+    every = fleet_adapters(providers)
+    fleets = [f for f in every if fleet is None or f.name == fleet]
+    if not fleets and fleet is not None:
+        raise FleetHostNotFound(host, [], fleet, [f.name for f in every])
     found = [(f, h) for f in fleets if (h := f.settings.host(host)) is not None]
     if not found:
         raise FleetHostNotFound(host, [f"{f.name}/{h.name}" if fleet is None and len(fleets) > 1
