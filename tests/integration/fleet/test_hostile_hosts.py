@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import paramiko
 import pytest
 from rich.text import Text
 
@@ -147,3 +148,11 @@ def test_errors_name_a_host_outside_console_markup(fleet, box, tmp_path) -> None
     with pytest.raises(HostKeyError) as info:  # the pin is not a key
         HostConnections("hostile", None, 5).run(host, "echo ok", 10)
     assert "host red: host_key" in Text.from_markup(str(info.value)).plain
+
+
+def test_a_hashed_unparsable_entry_is_named_too(fleet, box, tmp_path) -> None:
+    hashed = paramiko.HostKeys.hash_host(f"[127.0.0.1]:{box.port}")
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:1 {box.host_key}\n{hashed} ssh-ed25519 !!!notbase64\n")
+    with pytest.raises(ProviderConfigError, match=f"{known}:2"):
+        build_providers([entry(fleet, known)], tmp_path, tmp_path)
