@@ -22,7 +22,11 @@ Sources (see ``shared/data/api_examples``):
   time is given, so the notice's time is 30 s after the agent first read ``TRUE``).
 
 Unreachable metadata means "no notice": the job keeps running, and the problem is logged once
-at warning level until the metadata answers again.
+at warning level until the metadata answers again. So does an answer slower in all than
+:data:`~scheduler.timing.METADATA_TIMEOUT_S` or longer than :data:`METADATA_MAX_BYTES` (a
+server dripping its body would otherwise stall the agent's loop past the notice), and a
+malformed one: a malformed document is ignored, a malformed Scheduled Event is skipped (the
+other events still count), each logged once until the metadata answers well again.
 """
 
 from __future__ import annotations
@@ -63,18 +67,49 @@ GCP_PREEMPTED_PATH = "/computeMetadata/v1/instance/preempted"
 GCP_HEADERS = {"Metadata-Flavor": "Google"}
 # GCP sends ACPI G3 Mechanical Off 30 s after the preemption notice (Spot and preemptible VMs).
 GCP_NOTICE_S = 30.0
+# Far above any real answer (a Scheduled Events document of a large scale set is a few KiB).
+METADATA_MAX_BYTES = 256 * 1024
 FLAVORS = ("aws", "aliyun", "azure", "gcp", "none")
 DEFAULT_BASE_URLS = {"aws": "http://169.254.169.254", "aliyun": "http://100.100.100.200",
                      "azure": "http://169.254.169.254", "gcp": "http://metadata.google.internal"}
 
 
+class MetadataUnreadable(Exception):
+    """A metadata answer that took longer than ``METADATA_TIMEOUT_S`` in all, was longer than
+    :data:`METADATA_MAX_BYTES`, or refused the AWS session token."""
+
+
+class MalformedMetadata(ValueError):
+    """A metadata answer that is not the documented shape (a ``ValueError``, as every parser
+    here raises)."""
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_json(body: str | bytes) -> object:
+    """Strict JSON (no ``NaN``/``Infinity``). Raises ``ValueError`` for anything else, also for
+    nesting too deep to parse."""
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _to_utc(value: datetime, text: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"time {text!r} has no timezone")
+    try:
+        return ensure_utc(value)
+    except OverflowError:
+        raise ValueError(f"time {text!r} is out of range in UTC") from None
+
+
 def parse_utc(text: str) -> datetime:
     """``2017-09-18T08:22:00Z`` (or any ISO-8601 time with an offset) → aware UTC datetime.
     Raises ``ValueError`` when ``text`` is not such a time."""
-    value = datetime.fromisoformat(text.strip())
-    if value.tzinfo is None:
-        raise ValueError(f"time {text!r} has no timezone")
-    return ensure_utc(value)
+    return _to_utc(datetime.fromisoformat(text.strip()), text)
 
 
 def parse_aws_instance_action(
@@ -85,12 +120,12 @@ def parse_aws_instance_action(
     Raises ``ValueError`` when the body is not ``{"action": str, "time": ISO-8601 UTC}``.
     """
     try:
-        data = json.loads(body)
-        action, when = data["action"], data["time"]
+        data = load_json(body)
+        action, when = data["action"], data["time"]  # type: ignore[index]
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"spot/instance-action is not {{'action', 'time'}} JSON: {exc}") from None
     if not isinstance(action, str) or not isinstance(when, str):
-        raise ValueError("spot/instance-action 'action' and 'time' must be strings")
+        raise MalformedMetadata("spot/instance-action 'action' and 'time' must be strings")
     return PreemptionNotice(action=action, action_at=parse_utc(when),
                             received_at=received_at or utcnow())
 
@@ -99,7 +134,7 @@ def parse_aws_rebalance(body: str | bytes) -> datetime:
     """AWS ``events/recommendations/rebalance`` JSON → the notice time (aware UTC).
     Raises ``ValueError`` when the body is not ``{"noticeTime": ISO-8601 UTC}``."""
     try:
-        return parse_utc(json.loads(body)["noticeTime"])
+        return parse_utc(load_json(body)["noticeTime"])  # type: ignore[index]
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"rebalance recommendation is not {{'noticeTime'}} JSON: {exc}") from None
 
@@ -119,11 +154,9 @@ def parse_rfc1123(text: str) -> datetime:
     Raises ``ValueError`` when ``text`` is not such a time."""
     try:
         value = parsedate_to_datetime(text.strip())
-    except (TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError, OverflowError) as exc:
         raise ValueError(f"time {text!r} is not an RFC 1123 date: {exc}") from None
-    if value.tzinfo is None:
-        raise ValueError(f"time {text!r} has no timezone")
-    return ensure_utc(value)
+    return _to_utc(value, text)
 
 
 @dataclass(frozen=True)
@@ -136,38 +169,64 @@ class AzurePreemption:
 
 def parse_azure_scheduled_events(body: str | bytes, vm_name: str,
                                  received_at: datetime | None = None,
+                                 skipped: list[str] | None = None,
                                  ) -> tuple[int, AzurePreemption | None]:
     """A Scheduled Events document → ``(DocumentIncarnation, this VM's Preempt event or None)``.
 
     Only events with ``EventType`` ``Preempt``, ``EventStatus`` ``Scheduled`` or ``Started`` and
-    ``vm_name`` in ``Resources`` count (a document lists the events of every VM of an
-    availability set or scale set; Freeze, Reboot, Redeploy and Terminate are maintenance, not
-    a reclaim). ``action_at`` is ``NotBefore``, or ``received_at`` for a ``Started`` event
-    whose ``NotBefore`` is empty. Raises ``ValueError`` when the body is not such a document.
+    ``vm_name`` among ``Resources`` (compared whole and case-insensitively, as Azure names are)
+    count (a document lists the events of every VM of an availability set or scale set; Freeze,
+    Reboot, Redeploy and Terminate are maintenance, not a reclaim). ``action_at`` is
+    ``NotBefore``, or ``received_at`` for an event whose ``NotBefore`` is empty.
+
+    Raises ``ValueError`` when the body is not ``{"DocumentIncarnation": int, "Events": list}``.
+    A malformed event (not an object, ``Resources`` not a list, ``EventId`` not a non-empty
+    string, ``NotBefore`` not an RFC 1123 date) is skipped, with why appended to ``skipped``.
     """
     received_at = received_at or utcnow()
-    try:
-        data = json.loads(body)
-        incarnation, events = int(data["DocumentIncarnation"]), data["Events"]
-        if not isinstance(events, list):
-            raise TypeError("Events is not a list")
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError("scheduled events are not {'DocumentIncarnation', 'Events'} JSON: "
-                         f"{exc}") from None
-    for event in events:
-        if not isinstance(event, dict) or event.get("EventType") != "Preempt":
+    data = load_json(body)
+    if not isinstance(data, dict):
+        raise MalformedMetadata("scheduled events are not a JSON object")
+    incarnation, events = data.get("DocumentIncarnation"), data.get("Events")
+    if type(incarnation) is not int:
+        raise ValueError(f"DocumentIncarnation is not an integer: {str(incarnation)[:40]!r}")
+    if not isinstance(events, list):
+        raise MalformedMetadata("Events is not a list")
+    wanted = vm_name.casefold()
+    for index, event in enumerate(events):
+        try:
+            preemption = _azure_preemption(event, wanted, received_at)
+        except ValueError as exc:
+            if skipped is not None:
+                skipped.append(f"Events[{index}]: {exc}")
             continue
-        if event.get("EventStatus") not in ("Scheduled", "Started"):
-            continue
-        if vm_name not in (event.get("Resources") or []):
-            continue
-        event_id, not_before = event.get("EventId"), event.get("NotBefore") or ""
-        if not isinstance(event_id, str) or not event_id:
-            raise ValueError("a Preempt event has no EventId")
-        action_at = parse_rfc1123(not_before) if not_before else received_at
-        return incarnation, AzurePreemption(event_id, PreemptionNotice(
-            action="terminate", action_at=action_at, received_at=received_at))
+        if preemption is not None:
+            return incarnation, preemption
     return incarnation, None
+
+
+def _azure_preemption(event: object, wanted: str, received_at: datetime,
+                      ) -> AzurePreemption | None:
+    """``event`` as this VM's (``wanted``, casefolded) Preempt, ``None`` when it is another
+    event; ``ValueError`` when it is malformed."""
+    if not isinstance(event, dict):
+        raise MalformedMetadata("event is not an object")
+    if event.get("EventType") != "Preempt" or event.get("EventStatus") not in (
+            "Scheduled", "Started"):
+        return None
+    resources = event.get("Resources")
+    if not isinstance(resources, list):
+        raise MalformedMetadata("Resources is not a list")
+    if not any(isinstance(name, str) and name.casefold() == wanted for name in resources):
+        return None
+    event_id, not_before = event.get("EventId"), event.get("NotBefore") or ""
+    if not isinstance(event_id, str) or not event_id:
+        raise ValueError("a Preempt event has no EventId")
+    if not isinstance(not_before, str):
+        raise MalformedMetadata("NotBefore is not a string")
+    action_at = parse_rfc1123(not_before) if not_before else received_at
+    return AzurePreemption(event_id, PreemptionNotice(
+        action="terminate", action_at=action_at, received_at=received_at))
 
 
 def parse_gcp_preempted(text: str) -> bool:
@@ -208,16 +267,28 @@ class NoNotices:
         pass
 
 
+@dataclass(frozen=True)
+class MetadataAnswer:
+    """A whole metadata answer: HTTP status and body (UTF-8, undecodable bytes replaced)."""
+
+    status_code: int
+    text: str
+
+
 class _MetadataClient:
-    """Shared HTTP plumbing: one client, short timeouts, "log once" for an unreachable server.
-    ``headers`` go with every read (the header each cloud's metadata server insists on)."""
+    """Shared HTTP plumbing: one client, every request bounded in time and size, "log once" for
+    an unreachable server or a malformed answer. ``headers`` go with every read (the header
+    each cloud's metadata server insists on)."""
 
     headers: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(timeout=METADATA_TIMEOUT_S)
+        # identity: a compressed body could inflate past the size cap between two checks.
+        self._http = httpx.Client(timeout=METADATA_TIMEOUT_S,
+                                  headers={"Accept-Encoding": "identity"})
         self._unreachable_logged = False
+        self._complained: set[str] = set()
 
     def close(self) -> None:
         self._http.close()
@@ -236,14 +307,41 @@ class _MetadataClient:
             logger.info("instance metadata at %s reachable again", self.base_url)
             self._unreachable_logged = False
 
-    def _get(self, path: str) -> httpx.Response:
-        return self._http.get(self.base_url + path, headers=self.headers)
+    def _complain(self, what: str, problem: str) -> None:
+        if what not in self._complained:
+            logger.warning("ignoring unreadable %s: %s", what, problem)
+            self._complained.add(what)
+
+    def _understood(self, what: str) -> None:
+        self._complained.discard(what)
+
+    def _request(self, method: str, path: str, headers: Mapping[str, str],
+                 json_body: object = None) -> MetadataAnswer:
+        """One request whose whole answer arrives within ``METADATA_TIMEOUT_S`` (httpx bounds
+        each read only, so a dripping server is cut off here) and ``METADATA_MAX_BYTES``.
+        Raises :class:`MetadataUnreadable` beyond either, ``httpx.HTTPError`` when unreachable.
+        """
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        body = bytearray()
+        with self._http.stream(method, self.base_url + path, headers=headers,
+                               json=json_body) as answer:
+            for chunk in answer.iter_raw():
+                body += chunk
+                if len(body) > METADATA_MAX_BYTES:
+                    raise MetadataUnreadable(f"answer longer than {METADATA_MAX_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise MetadataUnreadable(f"answer slower than {METADATA_TIMEOUT_S} s")
+            return MetadataAnswer(answer.status_code, body.decode("utf-8", errors="replace"))
+
+    def _get(self, path: str) -> MetadataAnswer:
+        return self._request("GET", path, self.headers)
 
     def _read(self, path: str) -> str | None:
         """Body of ``path``, ``None`` for 404 or when the metadata cannot be read."""
         try:
             answer = self._get(path)
-        except httpx.HTTPError as exc:
+        # ValueError: e.g. a header value httpx cannot encode (an odd AWS token).
+        except (httpx.HTTPError, httpx.InvalidURL, MetadataUnreadable, ValueError) as exc:
             self._unreachable(exc)
             return None
         self._reachable()
@@ -260,10 +358,12 @@ class _MetadataClient:
         if body is None:
             return None
         try:
-            return parse(body)
+            value = parse(body)
         except ValueError as exc:
-            logger.warning("ignoring unreadable %s: %s", what, exc)
+            self._complain(what, str(exc))
             return None
+        self._understood(what)
+        return value
 
 
 class AwsImdsNotices(_MetadataClient):
@@ -281,21 +381,21 @@ class AwsImdsNotices(_MetadataClient):
         self._token_expires_mono = 0.0
 
     def _fetch_token(self) -> str:
-        answer = self._http.put(self.base_url + AWS_TOKEN_PATH,
-                                headers={AWS_TOKEN_TTL_HEADER: str(IMDS_TOKEN_TTL_S)})
-        answer.raise_for_status()
+        answer = self._request("PUT", AWS_TOKEN_PATH,
+                               {AWS_TOKEN_TTL_HEADER: str(IMDS_TOKEN_TTL_S)})
+        if answer.status_code != 200:
+            raise MetadataUnreadable(f"IMDSv2 token refused: HTTP {answer.status_code}")
         self._token = answer.text.strip()
         self._token_expires_mono = time.monotonic() + IMDS_TOKEN_TTL_S - IMDS_TOKEN_RENEW_BEFORE_S
         return self._token
 
-    def _get(self, path: str) -> httpx.Response:
+    def _get(self, path: str) -> MetadataAnswer:
         """GET with a valid token; one retry with a fresh token after a 401."""
         if self._token is None or time.monotonic() >= self._token_expires_mono:
             self._fetch_token()
-        answer = self._http.get(self.base_url + path, headers={AWS_TOKEN_HEADER: self._token or ""})
+        answer = self._request("GET", path, {AWS_TOKEN_HEADER: self._token or ""})
         if answer.status_code == 401:
-            answer = self._http.get(self.base_url + path,
-                                    headers={AWS_TOKEN_HEADER: self._fetch_token()})
+            answer = self._request("GET", path, {AWS_TOKEN_HEADER: self._fetch_token()})
         return answer
 
     def poll(self) -> PreemptionNotice | None:
@@ -342,12 +442,17 @@ class AzureScheduledEvents(_MetadataClient):
             if not name or not name.strip():
                 return None
             self.vm_name = name.strip()
-        vm_name = self.vm_name
+        vm_name, skipped = self.vm_name, []
         found = self._parsed(AZURE_EVENTS_PATH,
-                             lambda body: parse_azure_scheduled_events(body, vm_name),
+                             lambda body: parse_azure_scheduled_events(body, vm_name,
+                                                                       skipped=skipped),
                              "scheduled events")
         if found is None:
             return None
+        if skipped:
+            self._complain("scheduled event", "; ".join(skipped))
+        else:
+            self._understood("scheduled event")
         self.incarnation, preemption = found
         if preemption is not None:
             self.preemption = preemption
@@ -361,9 +466,8 @@ class AzureScheduledEvents(_MetadataClient):
             return False
         body = {"StartRequests": [{"EventId": self.preemption.event_id}]}
         try:
-            answer = self._http.post(self.base_url + AZURE_EVENTS_PATH, json=body,
-                                     headers=self.headers)
-        except httpx.HTTPError as exc:
+            answer = self._request("POST", AZURE_EVENTS_PATH, self.headers, json_body=body)
+        except (httpx.HTTPError, MetadataUnreadable) as exc:
             logger.warning("could not approve Azure event %s: %s", self.preemption.event_id,
                            type(exc).__name__)
             return False

@@ -54,11 +54,7 @@ def test_started_preempt_without_not_before_is_due_now() -> None:
 
 
 @pytest.mark.parametrize("body", ["", "[]", '{"Events": []}', '{"DocumentIncarnation": 1}',
-                                  '{"DocumentIncarnation": 1, "Events": {}}',
-                                  json.dumps({"DocumentIncarnation": 1, "Events": [
-                                      {"EventType": "Preempt", "EventStatus": "Scheduled",
-                                       "Resources": ["vm"], "NotBefore": "soon",
-                                       "EventId": "x"}]})])
+                                  '{"DocumentIncarnation": 1, "Events": {}}'])
 def test_odd_scheduled_events_are_rejected(body: str) -> None:
     with pytest.raises(ValueError):
         parse_azure_scheduled_events(body, "vm")
