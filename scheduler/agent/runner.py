@@ -71,6 +71,7 @@ class Agent:
         self.phase = AgentPhase.STARTING
         self.restored_from: str | None = None
         self.notice: PreemptionNotice | None = None
+        self._watcher_failed = False
         self.note: str | None = None  # a one-off remark for the next report
         self._stop_reason: str | None = None
         self._rebalance_seen = False
@@ -157,6 +158,16 @@ class Agent:
             return None
 
     def _poll_notices(self) -> None:
+        try:
+            self._read_notices()
+        except Exception:
+            # A watcher's bug must not take the job down unsupervised and uncheckpointed: no
+            # notice this time, logged once.
+            if not self._watcher_failed:
+                self._watcher_failed = True
+                logger.exception("preemption notice watcher failed; assuming no notice")
+
+    def _read_notices(self) -> None:
         if self.notice is None:
             self.notice = self.notices.poll()
             if self.notice is not None:
