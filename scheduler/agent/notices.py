@@ -189,7 +189,7 @@ def parse_azure_scheduled_events(body: str | bytes, vm_name: str,
         raise MalformedMetadata("scheduled events are not a JSON object")
     incarnation, events = data.get("DocumentIncarnation"), data.get("Events")
     if type(incarnation) is not int:
-        raise ValueError(f"DocumentIncarnation is not an integer: {str(incarnation)[:40]!r}")
+        raise MalformedMetadata(f"DocumentIncarnation is not an integer: {str(incarnation)[:40]!r}")
     if not isinstance(events, list):
         raise MalformedMetadata("Events is not a list")
     wanted = vm_name.casefold()
@@ -221,7 +221,7 @@ def _azure_preemption(event: object, wanted: str, received_at: datetime,
         return None
     event_id, not_before = event.get("EventId"), event.get("NotBefore") or ""
     if not isinstance(event_id, str) or not event_id:
-        raise ValueError("a Preempt event has no EventId")
+        raise MalformedMetadata("a Preempt event has no EventId")
     if not isinstance(not_before, str):
         raise MalformedMetadata("NotBefore is not a string")
     action_at = parse_rfc1123(not_before) if not_before else received_at
