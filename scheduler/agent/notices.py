@@ -33,8 +33,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -267,6 +270,12 @@ class NoNotices:
         pass
 
 
+# What a metadata request may raise when the server is unreachable, slow or odd (ValueError:
+# e.g. a header value httpx cannot encode, such as an odd AWS token).
+_REQUEST_ERRORS = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, MetadataUnreadable,
+                   ValueError)
+
+
 @dataclass(frozen=True)
 class MetadataAnswer:
     """A whole metadata answer: HTTP status and body (UTF-8, undecodable bytes replaced)."""
@@ -289,6 +298,7 @@ class _MetadataClient:
                                   headers={"Accept-Encoding": "identity"})
         self._unreachable_logged = False
         self._complained: set[str] = set()
+        self._in_flight: Future[MetadataAnswer] | None = None
 
     def close(self) -> None:
         self._http.close()
@@ -317,11 +327,40 @@ class _MetadataClient:
 
     def _request(self, method: str, path: str, headers: Mapping[str, str],
                  json_body: object = None) -> MetadataAnswer:
-        """One request whose whole answer arrives within ``METADATA_TIMEOUT_S`` (httpx bounds
-        each read only, so a dripping server is cut off here) and ``METADATA_MAX_BYTES``.
-        Raises :class:`MetadataUnreadable` beyond either, ``httpx.HTTPError`` when unreachable.
+        """One request whose whole answer arrives within ``METADATA_TIMEOUT_S`` and
+        ``METADATA_MAX_BYTES``. Raises :class:`MetadataUnreadable` beyond either,
+        ``httpx.HTTPError`` when unreachable.
+
+        httpx bounds each read only, so a server dripping its answer could hold the caller for
+        as long as it likes: the request runs on a daemon thread the caller waits for until
+        the deadline. While a request still hangs there, the next ones are unreadable at
+        once, so a bad server holds at most one thread.
         """
+        if self._in_flight is not None and not self._in_flight.done():
+            raise MetadataUnreadable("an earlier request is still unanswered")
         deadline = time.monotonic() + METADATA_TIMEOUT_S
+        future: Future[MetadataAnswer] = Future()
+        self._in_flight = future
+
+        def fetch() -> None:
+            try:
+                future.set_result(self._fetch(method, path, headers, json_body, deadline))
+            except _REQUEST_ERRORS as exc:
+                future.set_exception(exc)
+            finally:
+                if not future.done():  # anything else: the thread's traceback is printed
+                    future.set_exception(MetadataUnreadable("metadata request failed"))
+
+        threading.Thread(target=fetch, name="metadata-request", daemon=True).start()
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            raise MetadataUnreadable(f"answer slower than {METADATA_TIMEOUT_S} s") from None
+
+    def _fetch(self, method: str, path: str, headers: Mapping[str, str], json_body: object,
+               deadline: float) -> MetadataAnswer:
+        """The request itself: the body is read in pieces, so its size and the deadline are
+        checked as it arrives (the thread ends soon after the caller stopped waiting)."""
         body = bytearray()
         with self._http.stream(method, self.base_url + path, headers=headers,
                                json=json_body) as answer:
@@ -340,8 +379,7 @@ class _MetadataClient:
         """Body of ``path``, ``None`` for 404 or when the metadata cannot be read."""
         try:
             answer = self._get(path)
-        # ValueError: e.g. a header value httpx cannot encode (an odd AWS token).
-        except (httpx.HTTPError, httpx.InvalidURL, MetadataUnreadable, ValueError) as exc:
+        except _REQUEST_ERRORS as exc:
             self._unreachable(exc)
             return None
         self._reachable()
@@ -467,7 +505,7 @@ class AzureScheduledEvents(_MetadataClient):
         body = {"StartRequests": [{"EventId": self.preemption.event_id}]}
         try:
             answer = self._request("POST", AZURE_EVENTS_PATH, self.headers, json_body=body)
-        except (httpx.HTTPError, MetadataUnreadable) as exc:
+        except _REQUEST_ERRORS as exc:
             logger.warning("could not approve Azure event %s: %s", self.preemption.event_id,
                            type(exc).__name__)
             return False

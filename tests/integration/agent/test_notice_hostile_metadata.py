@@ -40,6 +40,17 @@ class _HostileHandler(_Quiet):
             server.requests.append((self.command, self.path))
             body = server.bodies.get(self.path)
             drip = self.path in server.drip
+            drip_headers = self.path in server.drip_headers
+        if drip_headers:
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                for _ in range(DRIP_BYTES):
+                    self.wfile.write(b"X")
+                    self.wfile.flush()
+                    time.sleep(DRIP_EVERY_S)
+            except OSError:
+                pass
+            return
         if drip:
             self.send_response(200)
             self.send_header("Content-Length", str(DRIP_BYTES))
@@ -65,7 +76,7 @@ class _HostileHandler(_Quiet):
 
 class HostileMetadata(_Server):
     """Answers each path with the bytes in ``bodies`` (404 for others) or, for a path in
-    ``drip``, one byte every 0.2 s. ``PUT /latest/api/token`` gives an IMDSv2 token unless
+    ``drip`` (``drip_headers``), one byte of the body (of the headers) every 0.2 s. ``PUT /latest/api/token`` gives an IMDSv2 token unless
     told otherwise."""
 
     handler = _HostileHandler
@@ -75,6 +86,7 @@ class HostileMetadata(_Server):
         self.requests: list[tuple[str, str]] = []
         self.bodies: dict[str, bytes] = {}
         self.drip: set[str] = set()
+        self.drip_headers: set[str] = set()
         self.reset()
         super().__init__()
 
@@ -83,6 +95,7 @@ class HostileMetadata(_Server):
             self.requests.clear()
             self.bodies = {AWS_TOKEN_PATH: b"token-1", AZURE_VM_NAME_PATH: b"myvm"}
             self.drip = set()
+            self.drip_headers = set()
 
 
 @pytest.fixture(scope="module")
@@ -250,6 +263,25 @@ def test_a_dripping_metadata_server_is_cut_off_at_the_timeout(
     # One more read may be under way when the deadline passes: at most one read timeout more.
     assert took < 2 * METADATA_TIMEOUT_S + 0.5, f"poll took {took:.1f} s"
     assert any("unreachable" in w for w in _warnings(caplog)), _warnings(caplog)
+
+
+@pytest.mark.parametrize("flavor, path", [
+    ("azure", AZURE_EVENTS_PATH), ("gcp", GCP_PREEMPTED_PATH), ("aws", AWS_TOKEN_PATH),
+])
+def test_dripped_headers_are_cut_off_too_and_hold_one_request_at_most(
+        hostile: HostileMetadata, flavor: str, path: str) -> None:
+    hostile.drip_headers.add(path)
+    source = make_notice_source(flavor, hostile.base_url)
+    try:
+        started = time.monotonic()
+        assert source.poll() is None
+        assert time.monotonic() - started < METADATA_TIMEOUT_S + 0.5
+        asked = len(hostile.requests)
+        # The first request still hangs on the server: the next poll does not pile on.
+        assert source.poll() is None
+        assert len(hostile.requests) == asked
+    finally:
+        source.close()
 
 
 @pytest.mark.parametrize("flavor, path", [
