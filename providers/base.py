@@ -6,6 +6,7 @@
     └── Compute         also launches: launch, terminate, describe, agent_start_timeout_s
     Checked             ``schedctl providers check``: reachability and permission rows
     Renames             can list its offers under another name when its own is taken
+    ExactCapacity       lists only what it can launch now (no unavailable-offer cache)
 
 An ability is a class; the scheduler asks ``isinstance(adapter, Compute)``, never ``getattr``.
 Region-based clouds share :class:`providers.regional.RegionalCompute` on top of
@@ -176,6 +177,13 @@ class Checked(ABC):
     @abstractmethod
     def check(self) -> list[CheckResult]:
         """One row per thing tried; never raises for a failed check (the row says it)."""
+
+
+class ExactCapacity(ABC):
+    """Lists exactly what it can launch now: the team's own machines, whose free slots come
+    from a ledger rather than from a cloud's guess. A refused launch or a reclaim there says
+    nothing the next listing does not, so the controller does not skip the offer for a while
+    as it does a cloud's (Karpenter's unavailable-offerings cache)."""
 
 
 class Renames(ABC):

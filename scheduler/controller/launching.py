@@ -12,7 +12,7 @@ import logging
 from providers.base import LaunchRequest
 from providers.errors import CapacityError, ProviderError, TransientError
 from scheduler.controller.context import Context
-from scheduler.controller.transitions import end_placement, save, wait
+from scheduler.controller.transitions import end_placement, save, skip_offer, wait
 from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -56,11 +56,11 @@ def launch(ctx: Context, job: Job) -> Job | None:
 def _launch_refused(ctx: Context, job: Job, exc: ProviderError) -> Job:
     placement = job.placement
     assert placement is not None
-    ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
+    skipped = skip_offer(ctx, placement.offer.key)
     kind = "no capacity" if isinstance(exc, CapacityError) else type(exc).__name__
     offer = placement.offer
     end_placement(ctx, job, PlacementEnd.LAUNCH_FAILED)
-    job.record(JobState.PENDING,
-               f"launch refused ({kind}: {exc}); offer skipped for {UNAVAILABLE_OFFER_TTL_S} s",
+    job.record(JobState.PENDING, f"launch refused ({kind}: {exc})"
+               + (f"; offer skipped for {UNAVAILABLE_OFFER_TTL_S} s" if skipped else ""),
                offer=offer, at=ctx.clock())
     return save(ctx, job)

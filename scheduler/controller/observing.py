@@ -19,6 +19,7 @@ from scheduler.controller.transitions import (
     end_placement,
     finish,
     save,
+    skip_offer,
     terminate_current,
     wait,
 )
@@ -28,7 +29,6 @@ from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from scheduler.timing import (
     CHECKPOINT_SYNC_TIMEOUT_S,
     INSTANCE_LISTING_GRACE_S,
-    UNAVAILABLE_OFFER_TTL_S,
 )
 
 # Attempts lost in a row (agent silent, agent error, instance gone without a notice) with no
@@ -50,13 +50,13 @@ def observe(ctx: Context, job: Job) -> Job | None:
         # what it resumed from (an estimate: it counts boot and restore, and up to one pass).
         job.progress_h = max(job.progress_h, placement.progress_at_start_h
                              + placement.billed_hours(ctx.clock()))
+    instance = ctx.observed.instance(placement.instance_id)
+    notice = (instance.notice if instance else None) or (report.notice if report else None)
     if report is not None and report.phase.is_final():
-        return _agent_finished(ctx, job, report)
+        return _agent_finished(ctx, job, report, notice)
     if job.cancel_requested and _agent_silent(ctx, report, placement.started_at):
         return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
                       "cancelled (the agent did not answer; instance terminated)")
-    instance = ctx.observed.instance(placement.instance_id)
-    notice = (instance.notice if instance else None) or (report.notice if report else None)
     if notice is not None and job.state is not JobState.CHECKPOINTING:
         return _noticed(ctx, job, notice)
     if placement.offer.provider not in ctx.observed.failed_providers:
@@ -116,7 +116,10 @@ def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
         (ctx.clock() - _silent_since(ctx, last)).total_seconds() > ctx.agent_lost_after_s
 
 
-def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
+def _agent_finished(ctx: Context, job: Job, report: AgentReport,
+                    notice: PreemptionNotice | None) -> Job | None:
+    """The step after the agent's final report. ``notice``: the instance's or the report's
+    preemption notice (a provider can give one the agent cannot read, e.g. a drained host)."""
     ckpt = f" (checkpoint {report.checkpoint_id})" if report.checkpoint_id else ""
     if report.phase is AgentPhase.SUCCEEDED:
         return finish(ctx, job, PlacementEnd.SUCCEEDED, JobState.SUCCEEDED,
@@ -143,7 +146,7 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
     saved = (f"checkpoint {report.checkpoint_id} committed" if report.checkpoint_id
              else "no checkpoint committed")
     stop = job.stop_request
-    if report.notice is None and stop is not None and stop.attempt == report.attempt:
+    if notice is None and stop is not None and stop.attempt == report.attempt:
         if stop.kind is StopKind.BUDGET:
             return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
                           f"{stop.reason}; {saved}; stopped")
@@ -152,8 +155,8 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
                           f"job stopped ({stop.reason}); {saved}; looking for a compliant offer")
         return finish(ctx, job, PlacementEnd.MOVED, JobState.MIGRATING,
                       f"job stopped to move ({stop.reason}); {saved}; migrating")
-    reason = PlacementEnd.PREEMPTED if report.notice else PlacementEnd.LOST
-    why = "the preemption notice" if report.notice else (report.message or "a stop request")
+    reason = PlacementEnd.PREEMPTED if notice else PlacementEnd.LOST
+    why = "the preemption notice" if notice else (report.message or "a stop request")
     return finish(ctx, job, reason, JobState.MIGRATING,
                   f"job stopped after {why}; {saved}; migrating")
 
@@ -161,7 +164,7 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport) -> Job | None:
 def _noticed(ctx: Context, job: Job, notice: PreemptionNotice) -> Job:
     placement = job.placement
     assert placement is not None
-    ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
+    skip_offer(ctx, placement.offer.key)
     job.record(JobState.CHECKPOINTING,
                f"preemption notice: {notice.action} at {notice.action_at:%H:%M:%S} UTC; "
                "agent checkpointing", offer=placement.offer, at=ctx.clock())
@@ -177,7 +180,7 @@ def _lost(ctx: Context, job: Job, message: str, reason: PlacementEnd,
     except ProviderError as exc:
         return wait(ctx, job, f"terminating the instance failed, retrying: {exc}")
     if reason is PlacementEnd.PREEMPTED:
-        ctx.store.offers.mark_unavailable(placement.offer.key, UNAVAILABLE_OFFER_TTL_S)
+        skip_offer(ctx, placement.offer.key)
     offer = placement.offer
     end_placement(ctx, job, reason, billed_until)
     if reason is PlacementEnd.LOST:

@@ -6,10 +6,12 @@ import hashlib
 import logging
 from datetime import datetime
 
+from providers.base import ExactCapacity
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.pricing import catch_up
-from core.models import Job, JobEvent, JobState, Market, PlacementEnd
+from core.models import Job, JobEvent, JobState, Market, OfferKey, PlacementEnd
+from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,20 @@ def terminate_current(ctx: Context, job: Job) -> None:
     if placement is None or placement.instance_id is None:
         return
     ctx.providers.compute(placement.offer.provider).terminate(placement.instance_id)
+
+
+def skip_offer(ctx: Context, key: OfferKey) -> bool:
+    """Skip ``key`` for :data:`UNAVAILABLE_OFFER_TTL_S` after a capacity refusal or a reclaim,
+    unless its provider lists exactly what it can launch (:class:`ExactCapacity`). Returns
+    whether it is skipped."""
+    try:
+        provider = ctx.providers.get(key.provider)
+    except KeyError:
+        provider = None
+    if isinstance(provider, ExactCapacity):
+        return False
+    ctx.store.offers.mark_unavailable(key, UNAVAILABLE_OFFER_TTL_S)
+    return True
 
 
 def end_placement(ctx: Context, job: Job, reason: PlacementEnd,

@@ -16,7 +16,7 @@ from core.models import (
     PlacementEnd,
 )
 from core.models.agents import AgentPhase, AgentReport
-from providers.base import LaunchRequest
+from providers.base import ExactCapacity, LaunchRequest
 from providers.errors import CapacityError, TransientError
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
@@ -203,3 +203,44 @@ def test_the_fake_launch_is_idempotent_and_reports_errors_like_any_adapter(clock
     cloud.terminate(first.id)
     cloud.terminate("i-never")  # unknown: quietly done
     assert cloud.instances[first.id].state is InstanceState.TERMINATED
+
+
+def test_a_notice_only_the_provider_gives_still_ends_the_placement_as_preempted(
+        ctx, cloud, clock):
+    """A drained fleet host: the instance carries the notice, the agent (which cannot read
+    one there) only reports that it checkpointed after a SIGTERM."""
+    job = _running(ctx, clock)
+    cloud.notice(job.placement.instance_id, in_s=30)
+    reconcile_pass(ctx)
+    _report(ctx, AgentPhase.CHECKPOINTED, checkpoint_id="c-1",
+            message="agent received SIGTERM")
+    clock.advance(1)
+    reconcile_pass(ctx)
+    job = _job(ctx)
+    assert job.state is JobState.MIGRATING
+    assert job.placements[-1].end_reason is PlacementEnd.PREEMPTED
+    assert "after the preemption notice" in job.events[-1].message
+
+
+class _OwnedMachines(FakeCompute, ExactCapacity):
+    """Lists exactly the slots it can launch now, like the SSH fleet."""
+
+
+def test_a_refused_launch_on_exact_capacity_is_tried_again_at_once(redis_client, clock):
+    owned = _OwnedMachines([CHEAP, NEXT], clock=clock)
+    store = Store.over(redis_client)
+    store.offers.replace_offers(owned.name, [o.model_copy(update={"observed_at": clock()})
+                                             for o in owned.offers])
+    ctx = Context(store=store, providers=ProviderRegistry([owned]),
+                  bootstrap=AgentBootstrap(api_url="http://127.0.0.1:9",
+                                           store_url="file:///nowhere", tokens=AgentTokens(b"s")),
+                  owner=OWNER, clock=clock)
+    _submit(ctx)
+    owned.fail_next("launch", CapacityError("slot taken", provider="fake"))
+    reconcile_pass(ctx)
+    job = _job(ctx)
+    assert job.state is JobState.PENDING and "skipped" not in job.events[-1].message
+    assert ctx.store.offers.unavailable() == set()
+    clock.advance(1)
+    reconcile_pass(ctx)
+    assert _job(ctx).placement.offer.key == CHEAP.key  # the cheapest again, not the next one
