@@ -46,6 +46,20 @@ _REDACTED_LOGGERS = ("azure", "azure.core.pipeline.policies.http_logging_policy"
                      "urllib3.connectionpool")
 
 
+# Loggers whose words the adapter says itself, shorter: azure-core logs every request's and
+# response's headers at INFO, azure-identity each failed credential of its chain at WARNING
+# (the check row and the AuthError carry why). Quietened only when nobody set their level.
+_QUIETENED = {"azure.core.pipeline.policies.http_logging_policy": logging.WARNING,
+              "azure.identity": logging.ERROR}
+
+
+def _quieten_sdk_logs() -> None:
+    for name, level in _QUIETENED.items():
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(level)
+
+
 def _operation(method: str, url: str) -> str:
     """``GET …/virtualMachines/vm1`` → ``VirtualMachines_Get`` (the REST operation ids)."""
     path = urlsplit(url).path.rstrip("/")
@@ -76,6 +90,7 @@ class AzureClient:
                  credential: TokenCredential | None = None, verify: str | None = None,
                  max_attempts: int = 4, retry_base_wait_s: float = 0.8) -> None:
         install_log_redaction(_REDACTED_LOGGERS, ("customData",))
+        _quieten_sdk_logs()
         if credential is None:
             from azure.identity import DefaultAzureCredential
 

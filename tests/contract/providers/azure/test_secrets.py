@@ -22,6 +22,8 @@ AGENT_SECRET = "agent-secret-do-not-log-42"
 def test_no_secret_in_logs(fake_azure: FakeAzure, make_provider: Callable[..., AzureProvider],
                            caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
+    for name in ("azure.core.pipeline.policies.http_logging_policy", "azure.identity"):
+        caplog.set_level(logging.DEBUG, logger=name)  # a level set by the user is kept
     provider = make_provider(fake_azure)
     offer = next(o for o in provider.list_offers() if o.market is Market.SPOT)
     request = LaunchRequest(offer=offer, client_token="job-s-1",
@@ -40,3 +42,17 @@ def test_no_secret_in_logs(fake_azure: FakeAzure, make_provider: Callable[..., A
     assert caplog.records  # the SDK logged its requests
     for secret in (TEST_TOKEN, AGENT_SECRET, custom_data[:40]):
         assert secret not in text
+
+
+def test_sdk_request_dumps_are_quiet_unless_asked_for(fake_azure: FakeAzure,
+                                                      make_provider: Callable[..., AzureProvider],
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    http_log = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+    saved = http_log.level
+    http_log.setLevel(logging.NOTSET)
+    try:
+        caplog.set_level(logging.INFO)
+        make_provider(fake_azure).list_offers()
+        assert not [r for r in caplog.records if r.name == http_log.name]
+    finally:
+        http_log.setLevel(saved)
