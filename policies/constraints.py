@@ -248,6 +248,15 @@ def explain_no_fit(spec: JobSpec, offers: Iterable[Offer],
     offers, with how many and (numeric ones) what the offers report, then the spec's names
     no provider ever listed when ``known`` is given (:func:`unknown_names`). Pure."""
     offers = list(offers)
+    if spec.providers.allow:
+        # A job pinned to some providers: what the others lack says nothing to its user.
+        allowed = [o for o in offers if spec.providers.permits(o.provider)]
+        if not allowed:
+            unknown = unknown_names(spec, known or {})
+            return (f"no offer fits: the allowed providers ({', '.join(spec.providers.allow)}) "
+                    "list no offer now (an SSH fleet lists none while its hosts are full, "
+                    "drained or unreachable)" + ("; " + "; ".join(unknown) if unknown else ""))
+        offers = allowed
     filtered = filter_offers(spec, offers, unavailable)
     filtered.rejected_by = rejections(spec, offers, unavailable)
     filtered.details = rejection_details(spec, offers)

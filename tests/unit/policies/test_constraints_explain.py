@@ -86,3 +86,15 @@ def test_the_example_market_reports_a10g_memory_as_ec2_does():
     offers = market.offers_at(market.start_market_s, T0)
     text = explain_no_fit(spec(resources={"gpu_count": 1, "min_vram_gib": 24}), offers)
     assert "A10G 22.35 GiB = 22,888 MiB as aws reports it" in text
+
+
+def test_a_pinned_job_is_told_about_its_allowed_providers_only():
+    lab_2x = offer(provider="lab", instance_type="box1.2xRTX4090", gpu_model="RTX4090",
+                   gpu_count=2, vram_gib=24, market="on-demand", interruption_risk=0)
+    pinned = spec(resources={"gpu_count": 1, "min_vram_gib": 16}, providers={"allow": ["lab"]})
+    text = explain_no_fit(pinned, [A10G, T4, T4_OD])
+    assert "the allowed providers (lab) list no offer now" in text
+    assert "min_vram_gib" not in text and "providers rejects" not in text
+    text = explain_no_fit(pinned.model_copy(update={"resources": pinned.resources.model_copy(
+        update={"min_vram_gib": 48})}), [A10G, lab_2x])
+    assert text.startswith("no offer fits: 1 offers") and "RTX4090 24 GiB" in text
