@@ -49,8 +49,10 @@ def router(store: Store) -> APIRouter:
             raise HTTPException(422, str(exc)) from None
 
     @api.get("/v1/fleet")
-    def list_fleet(request: Request) -> dict[str, Any]:
-        return {"hosts": fleet_service.hosts(store, _providers(request))}
+    async def list_fleet(request: Request) -> dict[str, Any]:
+        # Awaited, not in a worker thread: many listings waiting on a hung host must not
+        # take the threads every other route runs in.
+        return {"hosts": await fleet_service.hosts_awaited(store, _providers(request))}
 
     @api.post("/v1/fleet/{host}/drain")
     def drain_host(request: Request, host: str = HostPath,

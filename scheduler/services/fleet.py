@@ -20,6 +20,7 @@ undrain lists its free slots again (:mod:`providers.fleet`).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import weakref
@@ -149,19 +150,42 @@ _asks: weakref.WeakKeyDictionary[FleetProvider, _FleetAsks] = weakref.WeakKeyDic
 _asks_lock = threading.Lock()
 
 
-def _answers(targets: list[tuple[FleetProvider, HostSettings]]) -> list[_Answer]:
-    """Each target host's answer, all within :data:`ANSWER_WAIT_S` (module docstring)."""
+Targets = list[tuple[FleetProvider, HostSettings]]
+_Begun = list[tuple[_FleetAsks, "_Answer | Future[_Answer]"]]
+
+
+def _begin(targets: Targets) -> _Begun:
+    """Each target's fresh answer or the ask under way for it (module docstring)."""
     with _asks_lock:
         asks = [_asks.setdefault(f, _FleetAsks(len(f.settings.hosts))) for f, _ in targets]
-    got = [a.ask(f, h) for a, (f, h) in zip(asks, targets, strict=True)]
+    return [(a, a.ask(f, h)) for a, (f, h) in zip(asks, targets, strict=True)]
+
+
+def _answers(targets: Targets) -> list[_Answer]:
+    """Each target host's answer, all within :data:`ANSWER_WAIT_S`, waiting in this thread."""
     deadline = time.monotonic() + ANSWER_WAIT_S
     out = []
-    for a, (_, host), answer in zip(asks, targets, got, strict=True):
+    for (asks, answer), (_, host) in zip(_begin(targets), targets, strict=True):
         if isinstance(answer, Future):
             try:
                 answer = answer.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:
-                answer = a.late(host)
+                answer = asks.late(host)
+        out.append(answer)
+    return out
+
+
+async def _answers_awaited(targets: Targets) -> list[_Answer]:
+    """As :func:`_answers`, awaited: no thread waits for a slow host."""
+    begun = _begin(targets)
+    pending = [asyncio.wrap_future(a) for _, a in begun if isinstance(a, Future)]
+    if pending:
+        await asyncio.wait(pending, timeout=ANSWER_WAIT_S)
+    out = []
+    for (asks, answer), (_, host) in zip(begun, targets, strict=True):
+        if isinstance(answer, Future):
+            answer = answer.result() if answer.done() and answer.exception() is None \
+                else asks.late(host)
         out.append(answer)
     return out
 
@@ -244,14 +268,27 @@ def hosts(store: Store, providers: ProviderRegistry | None) -> list[dict[str, An
     is a row with ``reachable`` false and its ``error``, its GPUs from its last answer or as
     configured (none when not configured); a host that answers but whose ``nvidia-smi``
     failed is reachable with that ``error`` and no GPUs."""
-    return _rows(store, [(f, h) for f in fleet_adapters(providers) for h in f.settings.hosts])
+    return _rows(store, _all_hosts(providers))
 
 
-def _rows(store: Store, targets: list[tuple[FleetProvider, HostSettings]]
+async def hosts_awaited(store: Store, providers: ProviderRegistry | None
+                        ) -> list[dict[str, Any]]:
+    """As :func:`hosts`, for an event loop: the hosts' answers are awaited (a slow host
+    holds no worker thread) and Redis is read in a thread."""
+    targets = _all_hosts(providers)
+    answers = await _answers_awaited(targets)
+    return await asyncio.to_thread(_rows, store, targets, answers)
+
+
+def _all_hosts(providers: ProviderRegistry | None) -> Targets:
+    return [(f, h) for f in fleet_adapters(providers) for h in f.settings.hosts]
+
+
+def _rows(store: Store, targets: Targets, answers: list[_Answer] | None = None
           ) -> list[dict[str, Any]]:
     if not targets:
         return []
-    answers = _answers(targets)
+    answers = _answers(targets) if answers is None else answers
     state = {f.name: _LedgerState.read(_ledger(store, f)) for f, _ in targets}
     jobs = _jobs_by_instance(store, {iid for s in state.values() for iid in s.claims})
     now = utcnow()
