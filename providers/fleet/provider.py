@@ -39,7 +39,7 @@ from core.models import (
     PriceObservation,
 )
 from core.models.base import utcnow
-from providers.base import Checked, CheckResult, Compute, LaunchRequest
+from providers.base import Checked, CheckResult, Compute, ExactCapacity, LaunchRequest
 from providers.bootstrap import env_file_text
 from providers.errors import CapacityError, ProviderError, TransientError
 from providers.fleet import UsesSlotLedger, remote
@@ -65,7 +65,7 @@ _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")
 _ENDED_STATUS = 4
 
 
-class FleetProvider(Compute, Checked, UsesSlotLedger):
+class FleetProvider(Compute, Checked, ExactCapacity, UsesSlotLedger):
     """Offers, launch, describe and terminate on the hosts of ``settings``. The slot
     ledger comes from the daemon (:meth:`use_ledger`); without one, offers count only
     what the hosts report and launch/terminate raise ``ProviderError``. ``clock`` gives
