@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from scheduler.cli.render.tables import Column, fitted_table, usd, usd_cents
+from scheduler.cli.render.tables import Column, fitted_table, percent, usd, usd_cents
 
 
 def cost_report(report: dict[str, Any], width: int | None = None) -> Group:
@@ -21,7 +21,7 @@ def cost_report(report: dict[str, Any], width: int | None = None) -> Group:
             Column("saved", drop=1)]
     rows = []
     for r in report["jobs"] + [dict(report["totals"], job="all", state="")]:
-        saved = "-" if r.get("savings_pct") is None else f"{r['savings_pct']:.1f}%"
+        saved = percent(r.get("savings_pct"))
         rows.append([r["job"], r["state"], usd_cents(r["compute_usd"]),
                      usd_cents(r.get("owned_compute_usd")), usd_cents(r.get("rented_compute_usd")),
                      usd(r["storage_usd"], 4), usd(r["transfer_usd"], 4),

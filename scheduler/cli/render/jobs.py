@@ -20,6 +20,7 @@ from scheduler.cli.render.tables import (
     clock,
     fitted_table,
     new_table,
+    percent,
     plural,
     state_text,
     usd,
@@ -35,8 +36,7 @@ def money_line(job: dict[str, Any]) -> Text:
     if d["on_demand_cost_usd"] is not None:
         text.append(f" · all on-demand: {usd(d['on_demand_cost_usd'])}")
         if d["savings_pct"] is not None:
-            saved = round(d["savings_pct"], 1) + 0.0  # never "-0.0%"
-            text.append(f" · saved {saved:.1f}%", style="bold green")
+            text.append(f" · saved {percent(d['savings_pct'])}", style="bold green")
     scales = {p.get("time_scale", 1.0) for p in _all_placements(job)}
     scale = max(scales, default=1.0)
     if scale != 1.0:

@@ -31,6 +31,12 @@ def usd(value: float | None, digits: int = 4) -> str:
     return "-" if value is None else f"${value:,.{digits}f}"
 
 
+def percent(value: float | None) -> str:
+    """``66.4%`` with one decimal; ``-`` for none; a saving that rounds to zero is ``0.0%``,
+    never ``-0.0%``."""
+    return "-" if value is None else f"{round(value, 1) + 0.0:.1f}%"
+
+
 def usd_cents(value: float | None) -> str:
     """Cents for large sums, four decimals below $100 (a short run's $0.0020 is not $0.00)."""
     return usd(value, 2 if value is not None and abs(value) >= 100 else 4)
