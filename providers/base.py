@@ -182,8 +182,8 @@ class Checked(ABC):
 class ExactCapacity(ABC):
     """Lists exactly what it can launch now: the team's own machines, whose free slots come
     from a ledger rather than from a cloud's guess. A refused launch or a reclaim there says
-    nothing the next listing does not, so the controller does not skip the offer for a while
-    as it does a cloud's (Karpenter's unavailable-offerings cache)."""
+    nothing its next listing will not, so the controller skips the offer only until then,
+    not for the minutes it skips a cloud's (Karpenter's unavailable-offerings cache)."""
 
 
 class Renames(ABC):

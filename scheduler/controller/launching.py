@@ -21,7 +21,6 @@ from core.models import (
     JobState,
     PlacementEnd,
 )
-from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,6 @@ def _launch_refused(ctx: Context, job: Job, exc: ProviderError) -> Job:
     kind = "no capacity" if isinstance(exc, CapacityError) else type(exc).__name__
     offer = placement.offer
     end_placement(ctx, job, PlacementEnd.LAUNCH_FAILED)
-    job.record(JobState.PENDING, f"launch refused ({kind}: {exc})"
-               + (f"; offer skipped for {UNAVAILABLE_OFFER_TTL_S} s" if skipped else ""),
-               offer=offer, at=ctx.clock())
+    job.record(JobState.PENDING, f"launch refused ({kind}: {exc}); offer skipped for "
+               f"{skipped:.0f} s", offer=offer, at=ctx.clock())
     return save(ctx, job)

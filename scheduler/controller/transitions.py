@@ -11,7 +11,7 @@ from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.pricing import catch_up
 from core.models import Job, JobEvent, JobState, Market, OfferKey, PlacementEnd
-from scheduler.timing import UNAVAILABLE_OFFER_TTL_S
+from scheduler.timing import OFFER_POLL_S, REPLAY_OFFER_POLL_S, UNAVAILABLE_OFFER_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,21 @@ def terminate_current(ctx: Context, job: Job) -> None:
     ctx.providers.compute(placement.offer.provider).terminate(placement.instance_id)
 
 
-def skip_offer(ctx: Context, key: OfferKey) -> bool:
-    """Skip ``key`` for :data:`UNAVAILABLE_OFFER_TTL_S` after a capacity refusal or a reclaim,
-    unless its provider lists exactly what it can launch (:class:`ExactCapacity`). Returns
-    whether it is skipped."""
+def skip_offer(ctx: Context, key: OfferKey) -> float:
+    """Skip ``key`` after a capacity refusal or a reclaim, for :data:`UNAVAILABLE_OFFER_TTL_S`,
+    or, when its provider lists exactly what it can launch (:class:`ExactCapacity`), only until
+    that provider's next offer poll: the stored offers are a poll old, and a slot they still
+    show free would be tried again every pass. Returns the seconds skipped."""
     try:
         provider = ctx.providers.get(key.provider)
     except KeyError:
         provider = None
     if isinstance(provider, ExactCapacity):
-        return False
-    ctx.store.offers.mark_unavailable(key, UNAVAILABLE_OFFER_TTL_S)
-    return True
+        ttl = REPLAY_OFFER_POLL_S if provider.time_scale > 1 else OFFER_POLL_S
+    else:
+        ttl = UNAVAILABLE_OFFER_TTL_S
+    ctx.store.offers.mark_unavailable(key, ttl)
+    return ttl
 
 
 def end_placement(ctx: Context, job: Job, reason: PlacementEnd,

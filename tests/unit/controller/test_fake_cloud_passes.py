@@ -3,6 +3,7 @@ controller's launch, capacity, notice, describe-failure and leak rules, each in 
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -22,9 +23,14 @@ from scheduler.controller.context import AgentBootstrap, Context, ProviderRegist
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.controller.transitions import client_token
-from scheduler.store import Store
+from scheduler.store import Store, keys
 from scheduler.store.agents import AgentTokens
-from scheduler.timing import INSTANCE_LISTING_GRACE_S, ORPHAN_GRACE_S
+from scheduler.timing import (
+    INSTANCE_LISTING_GRACE_S,
+    OFFER_POLL_S,
+    ORPHAN_GRACE_S,
+    UNAVAILABLE_OFFER_TTL_S,
+)
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
 from tests.fakes.compute import FakeClock, FakeCompute
@@ -226,7 +232,8 @@ class _OwnedMachines(FakeCompute, ExactCapacity):
     """Lists exactly the slots it can launch now, like the SSH fleet."""
 
 
-def test_a_refused_launch_on_exact_capacity_is_tried_again_at_once(redis_client, clock):
+def test_a_refused_launch_on_exact_capacity_is_skipped_only_until_the_next_offer_poll(
+        redis_client, clock):
     owned = _OwnedMachines([CHEAP, NEXT], clock=clock)
     store = Store.over(redis_client)
     store.offers.replace_offers(owned.name, [o.model_copy(update={"observed_at": clock()})
@@ -239,8 +246,13 @@ def test_a_refused_launch_on_exact_capacity_is_tried_again_at_once(redis_client,
     owned.fail_next("launch", CapacityError("slot taken", provider="fake"))
     reconcile_pass(ctx)
     job = _job(ctx)
-    assert job.state is JobState.PENDING and "skipped" not in job.events[-1].message
-    assert ctx.store.offers.unavailable() == set()
+    # The stored offers are a poll old: the refused slot is not tried again every pass ...
+    assert job.state is JobState.PENDING and job.events[-1].message.endswith(
+        f"offer skipped for {OFFER_POLL_S:.0f} s")
+    assert ctx.store.offers.unavailable() == {CHEAP.key}
     clock.advance(1)
     reconcile_pass(ctx)
-    assert _job(ctx).placement.offer.key == CHEAP.key  # the cheapest again, not the next one
+    assert _job(ctx).placement.offer.key == NEXT.key
+    # ... but only until the next one (a cloud's offer would be skipped for minutes).
+    [(_, expiry_ms)] = redis_client.zrange(keys.UNAVAILABLE_OFFERS, 0, -1, withscores=True)
+    assert expiry_ms / 1000 - time.time() <= OFFER_POLL_S < UNAVAILABLE_OFFER_TTL_S
