@@ -54,6 +54,10 @@ REPORT_CONNECT_TIMEOUT_S = 2.0
 REPORT_TIMEOUT_S = 5.0
 # Instance metadata is link-local and answers in milliseconds; a slow answer means trouble.
 METADATA_TIMEOUT_S = 1.0
+# ... each step of it (connect, each read); the whole answer, however it trickles in, gets this
+# long: a replayed cloud on two busy cores has answered past 1 s in all, and a deadline that
+# short read every notice as "no answer".
+METADATA_DEADLINE_S = 5.0
 # IMDSv2 session token lifetime (AWS allows 1..21600 s) and how long before expiry we renew it.
 IMDS_TOKEN_TTL_S = 21600
 IMDS_TOKEN_RENEW_BEFORE_S = 60

@@ -23,7 +23,7 @@ Sources (see ``shared/data/api_examples``):
 
 Unreachable metadata means "no notice": the job keeps running, and the problem is logged once
 at warning level until the metadata answers again. So does an answer slower in all than
-:data:`~scheduler.timing.METADATA_TIMEOUT_S` or longer than :data:`METADATA_MAX_BYTES` (a
+:data:`~scheduler.timing.METADATA_DEADLINE_S` or longer than :data:`METADATA_MAX_BYTES` (a
 server dripping its body would otherwise stall the agent's loop past the notice), and a
 malformed one: a malformed document is ignored, a malformed Scheduled Event is skipped (the
 other events still count), each logged once until the metadata answers well again.
@@ -50,6 +50,7 @@ from core.models.base import ensure_utc
 from scheduler.timing import (
     IMDS_TOKEN_RENEW_BEFORE_S,
     IMDS_TOKEN_TTL_S,
+    METADATA_DEADLINE_S,
     METADATA_TIMEOUT_S,
 )
 
@@ -78,7 +79,7 @@ DEFAULT_BASE_URLS = {"aws": "http://169.254.169.254", "aliyun": "http://100.100.
 
 
 class MetadataUnreadable(Exception):
-    """A metadata answer that took longer than ``METADATA_TIMEOUT_S`` in all, was longer than
+    """A metadata answer that took longer than ``METADATA_DEADLINE_S`` in all, was longer than
     :data:`METADATA_MAX_BYTES`, or refused the AWS session token."""
 
 
@@ -327,7 +328,7 @@ class _MetadataClient:
 
     def _request(self, method: str, path: str, headers: Mapping[str, str],
                  json_body: object = None) -> MetadataAnswer:
-        """One request whose whole answer arrives within ``METADATA_TIMEOUT_S`` and
+        """One request whose whole answer arrives within ``METADATA_DEADLINE_S`` and
         ``METADATA_MAX_BYTES``. Raises :class:`MetadataUnreadable` beyond either,
         ``httpx.HTTPError`` when unreachable.
 
@@ -338,7 +339,7 @@ class _MetadataClient:
         """
         if self._in_flight is not None and not self._in_flight.done():
             raise MetadataUnreadable("an earlier request is still unanswered")
-        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        deadline = time.monotonic() + METADATA_DEADLINE_S
         future: Future[MetadataAnswer] = Future()
         self._in_flight = future
 
@@ -355,7 +356,7 @@ class _MetadataClient:
         try:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except FutureTimeout:
-            raise MetadataUnreadable(f"answer slower than {METADATA_TIMEOUT_S} s") from None
+            raise MetadataUnreadable(f"answer slower than {METADATA_DEADLINE_S} s") from None
 
     def _fetch(self, method: str, path: str, headers: Mapping[str, str], json_body: object,
                deadline: float) -> MetadataAnswer:
@@ -369,7 +370,7 @@ class _MetadataClient:
                 if len(body) > METADATA_MAX_BYTES:
                     raise MetadataUnreadable(f"answer longer than {METADATA_MAX_BYTES} bytes")
                 if time.monotonic() > deadline:
-                    raise MetadataUnreadable(f"answer slower than {METADATA_TIMEOUT_S} s")
+                    raise MetadataUnreadable(f"answer slower than {METADATA_DEADLINE_S} s")
             return MetadataAnswer(answer.status_code, body.decode("utf-8", errors="replace"))
 
     def _get(self, path: str) -> MetadataAnswer:

@@ -26,7 +26,7 @@ from scheduler.agent.notices import (
     NoticeSource,
     make_notice_source,
 )
-from scheduler.timing import METADATA_TIMEOUT_S
+from scheduler.timing import METADATA_DEADLINE_S
 from tests.integration.agent.fakes import _Quiet, _Server
 
 NOT_BEFORE = "Tue, 09 Aug 2022 17:07:32 GMT"
@@ -261,7 +261,7 @@ def test_a_dripping_metadata_server_is_cut_off_at_the_timeout(
     caplog.set_level(logging.WARNING, "scheduler.agent.notices")
     took = _timed_poll(make_notice_source(flavor, hostile.base_url))
     # One more read may be under way when the deadline passes: at most one read timeout more.
-    assert took < 2 * METADATA_TIMEOUT_S + 0.5, f"poll took {took:.1f} s"
+    assert took < 2 * METADATA_DEADLINE_S + 0.5, f"poll took {took:.1f} s"
     assert any("unreachable" in w for w in _warnings(caplog)), _warnings(caplog)
 
 
@@ -275,7 +275,7 @@ def test_dripped_headers_are_cut_off_too_and_hold_one_request_at_most(
     try:
         started = time.monotonic()
         assert source.poll() is None
-        assert time.monotonic() - started < METADATA_TIMEOUT_S + 0.5
+        assert time.monotonic() - started < METADATA_DEADLINE_S + 0.5
         asked = len(hostile.requests)
         # The first request still hangs on the server: the next poll does not pile on.
         assert source.poll() is None
@@ -290,4 +290,4 @@ def test_dripped_headers_are_cut_off_too_and_hold_one_request_at_most(
 def test_an_oversized_answer_is_no_notice(hostile: HostileMetadata, flavor: str,
                                           path: str) -> None:
     hostile.bodies[path] = b"TRUE" + b" " * METADATA_MAX_BYTES
-    assert _timed_poll(make_notice_source(flavor, hostile.base_url)) < 2 * METADATA_TIMEOUT_S
+    assert _timed_poll(make_notice_source(flavor, hostile.base_url)) < 2 * METADATA_DEADLINE_S
