@@ -15,8 +15,10 @@ from providers.replay.provider import ReplayProvider
 from core.config import examples_dir, shared_data_dir
 from tests.e2e.harness import DaemonProcess
 
-# Long enough to span a preemption on the replayed markets (~30-40 s of wall time here).
-E2E_STEPS = 30000
+# Long enough to span a preemption on the replayed markets, whose first reclaim comes ~25 s
+# after the market starts: 45,000 steps take ~36 s on two idle cores (30,000 took 24 s there,
+# and three jobs finished before their reclaim) and about a minute on busy ones.
+E2E_STEPS = 45000
 E2E_ENV = {"CHARLM_SEED": "0", "CHARLM_STEPS": str(E2E_STEPS), "CHARLM_CHECKPOINT_EVERY": "2000"}
 
 
