@@ -4,22 +4,19 @@ typer's CliRunner)."""
 
 from __future__ import annotations
 
-import json
 import queue
-import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobSpec, JobState, utcnow
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
-from tests.fixtures.waiting import wait_until
+from tests.fixtures.served_api import serve_api
 
 TOKEN = "user-token"
 
@@ -37,23 +34,8 @@ def served(redis_client, tmp_path, monkeypatch) -> Served:
     store = Store.over(redis_client)
     tokens = AgentTokens(b"agent-secret")
     app = create_app(store, LocalObjectStore(tmp_path / "objects"), tokens, TOKEN)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 10, "the API to start")
-    home = tmp_path / "home"
-    home.mkdir()
-    url = f"http://127.0.0.1:{port}"
-    (home / "daemon.json").write_text(json.dumps({"api_url": url}))
-    (home / "api-token").write_text(TOKEN)
-    monkeypatch.delenv("GA_API_TOKEN", raising=False)
-    yield Served(store, home, tokens, url)
-    server.should_exit = True
-    thread.join(10)
+    with serve_api(app, tmp_path / "home", TOKEN, monkeypatch) as url:
+        yield Served(store, tmp_path / "home", tokens, url)
 
 
 def new_job(store: Store, name: str = "train", **spec) -> Job:

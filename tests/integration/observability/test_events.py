@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import json
 import queue
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
 from typer.testing import CliRunner
 
 from scheduler.cli.main import app as cli
 from core.models import JobState, PlacementEnd
 from scheduler.store import StaleJobError
-from tests.fixtures.waiting import wait_until
+from tests.fixtures.served_api import serve_api
 from tests.integration.observability.conftest import TOKEN, end, place, submit
 
 
@@ -87,22 +85,8 @@ def test_waiting_request_returns_an_event_written_meanwhile(api):
 @pytest.fixture
 def served(api, tmp_path, monkeypatch):
     """The app on a real port, and a GA_HOME whose daemon.json points the CLI at it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(api.app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 10, "the API to start")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "daemon.json").write_text(json.dumps({"api_url": f"http://127.0.0.1:{port}"}))
-    (home / "api-token").write_text(TOKEN)
-    monkeypatch.delenv("GA_API_TOKEN", raising=False)
-    yield home
-    server.should_exit = True
-    thread.join(10)
+    with serve_api(api.app, tmp_path / "home", TOKEN, monkeypatch):
+        yield tmp_path / "home"
 
 
 def test_cli_prints_recent_events_as_lines_and_json(api, served):

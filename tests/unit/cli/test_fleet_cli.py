@@ -7,12 +7,9 @@ tests and end to end (tests/e2e/test_fleet.py)."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from datetime import timedelta
 
 import pytest
-import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
@@ -33,7 +30,7 @@ from scheduler.store.fleet import FleetLedger
 from tests.factories.jobs import spec
 from tests.factories.offers import offer
 from tests.fixtures.redis_server import free_port
-from tests.fixtures.waiting import wait_until
+from tests.fixtures.served_api import serve_api
 from tests.unit.cli.test_render_width import text
 
 TOKEN = "user-token"
@@ -171,23 +168,9 @@ def test_without_a_fleet_the_list_is_empty_and_every_host_unknown(redis_client, 
 def cli_home(daemon_api, tmp_path, monkeypatch):
     """The API served on a real port, and a GA_HOME pointing the CLI at it."""
     app, store, _ = daemon_api
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 10, "the API to start")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "daemon.json").write_text(json.dumps({"api_url": f"http://127.0.0.1:{port}"}))
-    (home / "api-token").write_text(TOKEN)
-    monkeypatch.delenv("GA_API_TOKEN", raising=False)
-    monkeypatch.setattr(cli_app.console, "width", 200)
-    yield home, store
-    server.should_exit = True
-    thread.join(10)
+    with serve_api(app, tmp_path / "home", TOKEN, monkeypatch):
+        monkeypatch.setattr(cli_app.console, "width", 200)
+        yield tmp_path / "home", store
 
 
 def _run(home, *args):
