@@ -14,7 +14,8 @@ from core.models.instances import (
 from core.models.jobs import Job, JobEvent, JobState, StopKind, StopRequest
 from core.models.offers import Market, Offer, OfferKey, PriceObservation
 from core.models.placements import Placement, PlacementEnd, PriceChange
-from core.models.specs import AllowDeny, CheckpointSpec, JobSpec, MarketChoice, Resources
+from core.models.specs import AllowDeny, CheckpointSpec, JobSpec, MarketChoice, Resources, WorkSpec
+from core.models.work import GpuSample, ProgressPoint, WorkUnit, Workload
 
 __all__ = [
     "TAG_ATTEMPT",
@@ -44,6 +45,11 @@ __all__ = [
     "StopRequest",
     "StrictModel",
     "ValueModel",
+    "GpuSample",
+    "ProgressPoint",
+    "WorkSpec",
+    "WorkUnit",
+    "Workload",
     "describe_validation_error",
     "format_validation_error",
     "parse_lenient",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 
 from core.models.base import StrictModel, ensure_utc
 from core.models.instances import PreemptionNotice
+from core.models.work import GpuSample, ProgressPoint
 
 
 class AgentPhase(str, Enum):
@@ -52,6 +53,11 @@ class AgentReport(StrictModel):
     - **log_seq**: the number of ``log_lines[0]`` in the attempt's output (its first line is
       0), so that lines a resent report carries again are stored once and lines the agent
       had to drop are noted; ``None`` from agents that do not number their lines.
+    - **progress**: the latest progress point the job wrote to ``SCHED_PROGRESS_FILE``
+      (``None`` when it reports none); **first_progress**: the first one of this attempt
+      (with ``progress``, the daemon measures the attempt's throughput).
+    - **gpu**: GPU utilisation and memory since the previous report (NVML; ``None`` where
+      there is no GPU).
     """
 
     job_id: str = Field(max_length=200)
@@ -65,6 +71,9 @@ class AgentReport(StrictModel):
     log_lines: list[str] = Field(default_factory=list, max_length=500)
     log_seq: int | None = Field(default=None, ge=0, le=2**53)
     message: str | None = Field(default=None, max_length=2000)
+    progress: ProgressPoint | None = None
+    first_progress: ProgressPoint | None = None
+    gpu: GpuSample | None = None
     received_at: datetime | None = Field(
         default=None, description="set by the daemon on receipt; liveness uses this clock, "
                                   "never the agent's")

@@ -18,6 +18,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from core.models import limits
 from core.models.base import Count, Number, StrictModel, ensure_utc, limits_apply
 from core.models.offers import Market
+from core.models.work import WORK_MAX_UNITS, Workload, WorkUnit
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 
@@ -84,6 +85,56 @@ class AllowDeny(StrictModel):
         return not self.allow or value in self.allow
 
 
+class CompressionChoice(str, Enum):
+    """How checkpoint files are stored: ``auto`` (zstd where it pays) or ``none``."""
+
+    AUTO = "auto"
+    NONE = "none"
+
+
+def _cap_throughput(value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+    """Declared throughputs: at most :data:`~core.models.limits.LIST_MAX_ITEMS` GPU models of
+    at most :data:`~core.models.limits.LIST_ITEM_MAX_CHARS` characters, each rate > 0."""
+    if limits_apply(info):
+        if len(value) > limits.LIST_MAX_ITEMS:
+            raise ValueError(f"at most {limits.LIST_MAX_ITEMS} GPU models, got {len(value)}")
+        for key in value:
+            if not key.strip() or len(key) > limits.LIST_ITEM_MAX_CHARS:
+                raise ValueError(f"GPU model names are 1-{limits.LIST_ITEM_MAX_CHARS} "
+                                 f"characters, got {len(key)}")
+    for key, rate in value.items():
+        if not rate > 0 or rate > WORK_MAX_UNITS:
+            shown = key if len(key) <= 40 else key[:40] + "…"
+            raise ValueError(f"{shown!r}: throughput must be > 0 and at most "
+                             f"{WORK_MAX_UNITS:g} units/s")
+    return value
+
+
+class WorkSpec(StrictModel):
+    """The job's work in its own units, for ranking offers by cost to finish.
+
+    - **unit**: ``samples`` | ``tokens`` | ``steps`` (default ``samples``): what the job's
+      progress reports count.
+    - **total**: units the whole job does (dataset size × epochs); optional when the job
+      reports a total with its progress (at most 1e18).
+    - **workload**: ``transformer`` | ``cnn`` | ``generic`` (default): which family of public
+      training benchmarks the throughput prior of each GPU model follows.
+    - **throughput**: optional declared rates, units per second on ONE GPU of each named model
+      (e.g. ``{A100-80GB: 2400}``; GPU models match case-insensitively): they replace the prior
+      for that model until the job's own progress measures it.
+    - **scaling_efficiency**: each GPU beyond the first adds this fraction of one GPU's rate
+      (0 < e ≤ 1, default 0.9): an ``n``-GPU offer runs at ``1 + (n - 1) × e`` single GPUs.
+    """
+
+    unit: WorkUnit = WorkUnit.SAMPLES
+    total: Number | None = Field(default=None, gt=0, le=WORK_MAX_UNITS)
+    workload: Workload = Workload.GENERIC
+    throughput: dict[str, Number] = Field(default_factory=dict)
+    scaling_efficiency: Number = Field(default=0.9, gt=0, le=1)
+
+    _rates = field_validator("throughput")(_cap_throughput)
+
+
 class CheckpointSpec(StrictModel):
     """Where the job writes checkpoints and how they are synced.
 
@@ -92,12 +143,21 @@ class CheckpointSpec(StrictModel):
     - **sync_interval_s**: seconds between periodic syncs to the checkpoint store.
     - **grace_s**: seconds the job gets, after the signal, to save and exit before it is killed.
     - **signal**: the signal sent on a preemption notice or a migration (default ``SIGTERM``).
+    - **keep_last**: committed checkpoints kept in the store, newest first (1–100, default 3).
+    - **keep_every**: also keep every K-th checkpoint (by commit order: the 1st, the
+      (K+1)-th, ...) beyond the last ones; 0 (default) keeps none extra. A stopped job's
+      checkpoint is always kept.
+    - **compression**: ``auto`` (default) stores each file zstd-compressed when that makes it
+      at least 10 % smaller, else as is; ``none`` never compresses.
     """
 
     dir: str = Field(default="checkpoints", min_length=1)
     sync_interval_s: Number = Field(default=60, ge=1, le=86400)
     grace_s: Number = Field(default=30, ge=0, le=3600)
     signal: str = "SIGTERM"
+    keep_last: Count = Field(default=3, ge=1, le=100)
+    keep_every: Count = Field(default=0, ge=0, le=1_000_000)
+    compression: CompressionChoice = CompressionChoice.AUTO
 
     @field_validator("dir")
     @classmethod
@@ -147,6 +207,14 @@ class JobSpec(StrictModel):
       price-driven migrations are judged on the real remainder instead of a default.
     - **budget_usd**: spending limit of this job in USD (> 0). Alerts at 80 %, 90 % and 100 %;
       at 100 % the job checkpoints and stops (state ``stopped``).
+    - **work**: optional :class:`WorkSpec`: the total work in samples, tokens or steps and
+      what is known of its throughput; with it (or with ``reference_gpu``, or once the job
+      reports progress) offers are ranked by expected cost to finish, not price per hour.
+    - **reference_gpu**: the GPU model ``expected_hours`` was measured on (one GPU of it;
+      at most 128 characters). Without it and without ``work``, ``expected_hours`` holds on
+      every offer alike.
+    - **stop_when_idle**: checkpoint and stop the job (state ``stopped``) when its GPUs have
+      been idle for 300 s (default false: an event and an alert only).
     - **owner**: the user the job belongs to (same characters as ``name``; default
       ``default``): per-user budgets of the daemon config apply to all jobs of an owner.
 
@@ -172,7 +240,15 @@ class JobSpec(StrictModel):
     expected_hours: Number | None = Field(default=None, gt=0, le=100_000,
                                          description="compute hours needed uninterrupted")
     budget_usd: Number | None = Field(default=None, gt=0, le=10_000_000)
+    work: WorkSpec | None = None
+    reference_gpu: str | None = Field(default=None, min_length=1)
+    stop_when_idle: bool = False
     owner: str = "default"
+
+    @field_validator("reference_gpu")
+    @classmethod
+    def _gpu_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _cap_text(value, limits.LIST_ITEM_MAX_CHARS, info)
 
     @field_validator("name", "owner")
     @classmethod
