@@ -23,7 +23,8 @@ from core.models import JobSpec, describe_validation_error
 
 POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, "
                "uniform-progress-no-condition2, on-demand, skypilot-failover, skypilot-eager, "
-               "skypilot-eager+od, or 'all'")
+               "skypilot-eager+od, cheapest-per-hour, arbiter-per-hour (ours, blind to the "
+               "offers' speeds), or 'all' (arbiter-per-hour only where speeds differ)")
 
 
 def _load_spec(path: Path) -> JobSpec:
@@ -180,19 +181,27 @@ def _compare(spec: JobSpec, market: Path, job, policy: str, start_hours: float |
     """Load the market, build its arrays around the start(s) and run the policies."""
     from providers.replay.market import load_market
     from scheduler.simulator.market import build_sim_market
-    from scheduler.simulator.runner import compare, policy_registry
+    from scheduler.simulator.runner import OURS_PER_HOUR, compare, policy_registry
 
     replay = load_market(market)
-    names = list(policy_registry()) if policy == "all" else \
-        [p.strip() for p in policy.split(",") if p.strip()]
     deadline = job.deadline_h or 0.0
-    horizon_h = max(3 * job.compute_h, deadline + 2 * job.compute_h)
     tick_h = (tick_seconds or _tick_s(replay)) / 3600
-    max_ticks = math.ceil(horizon_h / tick_h)
     start_h = replay.start_offset_hours if start_hours is None else start_hours
-    starts = _starts(start_h, runs, seed, tick_h, horizon_h)
-    sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds,
-                           known_before_tick=int(starts.min()))
+    slowest = 1.0
+    while True:
+        # compute_h is reference-hours: on offers slower than the reference it takes longer
+        hours = job.compute_h / slowest
+        horizon_h = max(3 * hours, deadline + 2 * hours)
+        max_ticks = math.ceil(horizon_h / tick_h)
+        starts = _starts(start_h, runs, seed, tick_h, horizon_h)
+        sim = build_sim_market(replay, spec, int(starts.max()) + max_ticks + 1, tick_seconds,
+                               known_before_tick=int(starts.min()))
+        if sim.speed is None or float(sim.speed.min()) >= slowest:
+            break
+        slowest = float(sim.speed.min())
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    if policy == "all":
+        names = [n for n in policy_registry() if n != OURS_PER_HOUR or not sim.uniform_speed]
     comp = compare(sim, job, starts, names, max_ticks, with_optimum=optimum)
     return comp, list(dict.fromkeys(names)), replay, starts, start_h
 

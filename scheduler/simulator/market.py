@@ -27,6 +27,7 @@ from policies.zones import zone_correlation
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import SECONDS_PER_30_DAYS
 from core.models import JobSpec, Market, MarketChoice, Offer
+from scheduler.simulator.speeds import SpeedFn, check, spec_speeds
 
 DEFAULT_TICK_S = 600.0
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -51,6 +52,8 @@ class SimMarket:
     - **baseline**: when no eligible offer is on-demand, the on-demand offers meeting the
       spec's hardware constraints (whatever its market, regions or prices), to normalise
       costs to; ``None`` otherwise or when there is none (``baseline_note`` says which).
+    - **speed**: ``(m,)`` reference-hours of the job's work one market hour on each offer does
+      (:mod:`scheduler.simulator.speeds`); ``None``: every offer at 1, as before speeds.
     """
 
     table: OfferTable
@@ -65,6 +68,12 @@ class SimMarket:
     known_before_tick: int = 0
     baseline: SimMarket | None = None
     baseline_note: str = ""
+    speed: np.ndarray | None = None
+
+    @property
+    def uniform_speed(self) -> bool:
+        """Every offer progresses at the same speed (none given, or all equal)."""
+        return self.speed is None or bool(np.all(self.speed == self.speed[0]))
 
     @property
     def ticks(self) -> int:
@@ -141,7 +150,8 @@ def _hardware_only(spec: JobSpec) -> JobSpec:
 
 
 def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
-                     tick_s: float | None = None, known_before_tick: int = 0) -> SimMarket:
+                     tick_s: float | None = None, known_before_tick: int = 0,
+                     speed: SpeedFn | None = None) -> SimMarket:
     """Arrays of ``market`` for the offers ``spec`` admits, over absolute ticks ``0..ticks-1``.
 
     Args:
@@ -152,11 +162,14 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
         tick_s: tick length in market seconds (default :func:`default_tick_s`).
         known_before_tick: absolute tick of the first simulated start (>= 0): the trace
             before it is the history that derives interruption risks the file does not give.
+        speed: the eligible offers' speeds (``offers -> (m,)``, relative to the job's
+            reference); default :func:`~scheduler.simulator.speeds.spec_speeds` (none, all
+            at 1, when the spec has neither ``work`` nor ``reference_gpu``).
 
     Raises:
         SimulationError: ``ticks``/``tick_s`` not positive, ``known_before_tick`` outside
-            ``0..ticks-1``, or no offer fits the spec (the message says which constraint
-            removed how many).
+            ``0..ticks-1``, no offer fits the spec (the message says which constraint
+            removed how many), or a speed is not finite and positive.
     """
     tick_s = float(tick_s or default_tick_s(market))
     if ticks <= 0 or tick_s <= 0:
@@ -187,22 +200,32 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     pool_stats = availability_stats(pool, tick_h)
     if not table.is_spot.any():
         pool_stats = AvailabilityStats(**{**pool_stats.__dict__, "frac": np.zeros(ticks)})
+    speed = spec_speeds(spec) if speed is None else speed
+    speeds = None
+    if speed is not None:
+        speeds = np.asarray(speed([models[i] for i in keep]), dtype=float)
+        try:
+            check(speeds, len(keep))
+        except ValueError as exc:
+            raise SimulationError(str(exc)) from None
     baseline, note = None, ""
     if table.is_spot.all():
-        baseline, note = _baseline(market, spec, ticks, tick_s, known_before_tick)
+        baseline, note = _baseline(market, spec, ticks, tick_s, known_before_tick, speed)
     return SimMarket(
         table=table, offers=tuple(models[i] for i in keep), tick_h=tick_h, available=avail,
         price=price, offer_stats=_stats_columns(avail, table.is_spot, tick_h),
         pool_stats=pool_stats, zone_available=zones, filtered=filtered,
         known_before_tick=known_before_tick, baseline=baseline, baseline_note=note,
+        speed=speeds,
     )
 
 
 def _baseline(market: ReplayMarket, spec: JobSpec, ticks: int, tick_s: float,
-              known_before_tick: int) -> tuple[SimMarket | None, str]:
+              known_before_tick: int, speed: SpeedFn | None) -> tuple[SimMarket | None, str]:
     """The on-demand market to normalise a spot-only job's costs to, and a note saying so."""
     try:
-        od = build_sim_market(market, _hardware_only(spec), ticks, tick_s, known_before_tick)
+        od = build_sim_market(market, _hardware_only(spec), ticks, tick_s, known_before_tick,
+                              speed)
     except SimulationError as exc:
         return None, ("no eligible offer is on-demand and no on-demand offer meets the "
                       f"hardware constraints ({exc}): costs are not normalised")

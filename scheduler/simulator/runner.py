@@ -17,6 +17,7 @@ import numpy as np
 
 from policies import baselines
 from policies.decisions import decide
+from scheduler.simulator.anchors import cheapest_per_hour, speed_blind
 from scheduler.simulator.simulate import Policy, SimJob, SimResult, simulate
 from scheduler.simulator.market import SimMarket, SimulationError
 from scheduler.simulator.optimum import deadline_ticks, optimal_cost
@@ -24,13 +25,21 @@ from scheduler.simulator.optimum import deadline_ticks, optimal_cost
 OURS = "arbiter"
 UP_NO_CONDITION2 = "uniform-progress-no-condition2"
 """The authors' variant of uniform progress (``rc_cr_threshold_no_condition2`` in their code)."""
+CHEAPEST_PER_HOUR = "cheapest-per-hour"
+"""The anchors' rule (SkyPilot, dstack): the cheapest $/h that fits (:mod:`.anchors`)."""
+OURS_PER_HOUR = "arbiter-per-hour"
+"""Our policy told every offer runs at speed 1: the same as ``arbiter`` on a market without
+speeds, so it is shown only where speeds differ."""
 
 
 def policy_registry() -> dict[str, Policy]:
-    """Every policy the simulator knows, by name: ours (``arbiter``, the daemon's :func:`policies.decisions.decide`) and
-    the baselines of :mod:`policies.baselines`."""
+    """Every policy the simulator knows, by name: ours (``arbiter``, the daemon's :func:`policies.decisions.decide`),
+    the baselines of :mod:`policies.baselines` and the anchors' rules of
+    :mod:`scheduler.simulator.anchors` (``cheapest-per-hour``, ``arbiter-per-hour``)."""
     return {
         OURS: decide,
+        OURS_PER_HOUR: speed_blind(decide),
+        CHEAPEST_PER_HOUR: cheapest_per_hour,
         "greedy": baselines.greedy,
         "uniform-progress": baselines.uniform_progress,
         UP_NO_CONDITION2: baselines.uniform_progress_no_condition2,
@@ -78,6 +87,8 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
         max_ticks: ticks simulated per run at most.
         with_optimum: also compute the omniscient optimum: finishing by the deadline, or
             within the ``max_ticks`` simulated when there is none or it is later (noted).
+            Its DP knows one speed for all offers: where the offers' speeds differ it is not
+            computed (``optimum_usd`` is ``None``) and a note says so.
 
     Raises:
         SimulationError: unknown policy name, a deadline shorter than one tick, as
@@ -94,7 +105,10 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
                for name in dict.fromkeys(["on-demand", *names])}
     baseline = _baseline(market, job, start_ticks, max_ticks, results, registry, notes)
     optimum = None
-    if with_optimum:
+    if with_optimum and not market.uniform_speed:
+        notes.append("omniscient optimum: not computed, the offers run at different speeds "
+                     "and its DP assumes one")
+    elif with_optimum:
         horizon_h = max_ticks * market.tick_h
         deadline = job.deadline_h
         if deadline is None or deadline > horizon_h + 1e-9:
@@ -102,8 +116,10 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
             notes.append(f"omniscient optimum: {why}; it finishes within the {horizon_h:g} h "
                          "simulated")
             deadline = horizon_h
-        optimum = optimal_cost(market, job.compute_h, job.restart_overhead_h, start_ticks,
-                               [deadline])[:, 0]
+        # one speed s for every offer: c reference-hours take c / s hours anywhere
+        speed = 1.0 if market.speed is None else float(market.speed[0])
+        optimum = optimal_cost(market, job.compute_h / speed, job.restart_overhead_h,
+                               start_ticks, [deadline])[:, 0]
     return Comparison(results, baseline, optimum, notes)
 
 

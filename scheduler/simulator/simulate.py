@@ -15,6 +15,8 @@ Discrete time: tick ``i`` of a run that starts at absolute tick ``s`` covers mar
    restore; plus ``move_extra_h`` when it leaves a running instance) before making progress;
    ``NO_OFFER`` stops the instance (the job checkpoints first);
 4. the instance is billed its price for the tick (only the part used on the final tick);
+   its productive hours advance the job's progress at the offer's **speed** (reference-hours
+   per hour, ``SimMarket.speed``; 1 when the market has none), the same speed the policy saw;
 5. a run whose spend reaches 100 % of its job or user budget is **stopped** (checkpoint and
    stop, as the daemon's budget step does, whatever the policy): it does not finish and its
    cost is what it spent up to there. This applies to the baselines too, so with a budget
@@ -43,7 +45,9 @@ class SimJob:
     """The simulated job. Hours of market time; USD.
 
     - **compute_h**: compute the job needs (> 0): ``--compute-hours`` or the spec's
-      ``expected_hours``.
+      ``expected_hours``; hours on the job's reference (one GPU of its ``reference_gpu``)
+      when the market has speeds. Progress, checkpoints and ``checkpoint_interval_h`` are
+      counted in the same reference-hours.
     - **deadline_h**: hours after the start (``None``: no deadline).
     - **restart_overhead_h**: launch + setup + restore of each new instance.
     - **checkpoint_interval_h**: progress between checkpoints (0: continuous, nothing is lost
@@ -172,10 +176,11 @@ class _Runs:
             user_spent_usd=self.cost, user_budget_usd=job.user_budget_usd,
         )
         stats = self.m.offer_stats
+        speed = {} if self.m.speed is None else {"speed": self.m.speed}
         market = MarketView(
             offers=self.m.table, price_usd_per_hour=price, available=avail,
             offer_stats=type(stats)(**{f: getattr(stats, f)[k] for f in stats.__dataclass_fields__}),
-            pool_stats=self.m.pool_stats.take(k), zone_correlation=self.corr,
+            pool_stats=self.m.pool_stats.take(k), zone_correlation=self.corr, **speed,
         )
         return jobs, market
 
@@ -206,16 +211,20 @@ class _Runs:
         running = (self.cur != NO_OFFER) & ~self.done & ~self.stopped
         use_owed = np.minimum(g, self.owed)
         need = job.compute_h - self.progress
-        fin = running & (g - use_owed >= need - 1e-12)
-        used = np.where(running, np.where(fin, use_owed + need, g), 0.0)
         col = np.maximum(self.cur, 0)
+        # speed 1 (no speeds) multiplies and divides exactly: results as before speeds existed
+        rate = 1.0 if self.m.speed is None else self.m.speed[col]
+        work = (g - use_owed) * rate
+        fin = running & (work >= need - 1e-12)
+        used = np.where(running, np.where(fin, use_owed + need / rate, g), 0.0)
         prev_cost = self.cost.copy()
         self.cost = self.cost + price[rows, col] * used
         spot = self.m.table.is_spot[col]
         self.spot_h += np.where(spot, used, 0.0)
         self.od_h += np.where(spot, 0.0, used)
-        self.progress = np.where(running, np.where(fin, job.compute_h, self.progress + g - use_owed),
-                                 self.progress)
+        # without speeds, the sum in its old order (float addition is not associative)
+        advanced = self.progress + g - use_owed if self.m.speed is None else self.progress + work
+        self.progress = np.where(running, np.where(fin, job.compute_h, advanced), self.progress)
         self.owed = np.where(running, self.owed - use_owed, self.owed)
         tau = job.checkpoint_interval_h
         # A final checkpoint taken at a notice may lie between two periodic ones.
