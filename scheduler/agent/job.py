@@ -26,13 +26,16 @@ _GROUP_POLL_S = 0.1
 
 
 def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path,
-                    resumed: bool, job_id: str) -> dict[str, str]:
+                    resumed: bool, job_id: str,
+                    progress_file: Path | None = None) -> dict[str, str]:
     """The command's environment: ``base`` without any ``GA_*`` variable (they hold the agent
     token and daemon/store endpoints the job has no business with) and without the checkpoint
     store's credentials the daemon hands the agent (``STORE_ENV_NAMES``: they would end up in
     the job's logs), plus ``spec.env`` (which may set any of them explicitly), plus
     ``SCHED_CHECKPOINT_DIR`` (absolute), ``SCHED_RESUME`` (``1`` when a checkpoint was
-    restored, else ``0``) and ``SCHED_JOB_ID``."""
+    restored, else ``0``), ``SCHED_JOB_ID`` and, when given, ``SCHED_PROGRESS_FILE``
+    (absolute; where the job may append its progress, see :mod:`scheduler.progress`). Other
+    variables of ``base`` pass through, e.g. ``SCHED_REPLAY_SPEED`` on a replayed market."""
     env = {k: v for k, v in base.items()
            if not k.startswith("GA_") and k not in STORE_ENV_NAMES}
     env.update(spec.env)
@@ -41,6 +44,8 @@ def job_environment(base: Mapping[str, str], spec: JobSpec, checkpoint_dir: Path
         SCHED_RESUME="1" if resumed else "0",
         SCHED_JOB_ID=job_id,
     )
+    if progress_file is not None:
+        env["SCHED_PROGRESS_FILE"] = str(Path(progress_file).absolute())
     return env
 
 

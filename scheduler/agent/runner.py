@@ -6,7 +6,11 @@ One agent runs one attempt of one job on one instance, then exits:
 2. report ``restoring``; restore the newest valid checkpoint into the checkpoint folder;
 3. start the command (see :mod:`scheduler.agent.job`); report ``running``;
 4. every second: poll the preemption notice; every heartbeat: report (the answer may be
-   ``stop``); every ``sync_interval_s``: commit the checkpoint folder if it changed;
+   ``stop``); every ``sync_interval_s``: commit the checkpoint folder if it changed; every
+   ``GPU_SAMPLE_S``: read the GPUs (where NVML sees any, :mod:`scheduler.agent.gpus`).
+   Every report carries the job's first and latest progress point of this attempt (read from
+   ``SCHED_PROGRESS_FILE``, :mod:`scheduler.agent.progress`) and the GPU use since the last
+   delivered report;
 5. on a notice, a ``stop`` command, or SIGTERM/SIGINT to the agent: report ``checkpointing``,
    signal the job's group, wait ``grace_s`` (then SIGKILL), commit, acknowledge the notice
    once the commit landed (Azure's event approval), report ``checkpointed``;
@@ -27,8 +31,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from scheduler.agent.gpus import GpuSampler, GpuWindow, open_gpu_sampler
 from scheduler.agent.job import JobProcess, job_environment
 from scheduler.agent.notices import AwsImdsNotices, NoticeSource, make_notice_source
+from scheduler.agent.progress import ProgressFile
 from scheduler.agent.reporter import Reporter
 from scheduler.agent.retries import retrying, store_error_is_transient
 from scheduler.agent.settings import AgentSettings
@@ -54,11 +60,14 @@ class Agent:
     """One agent run for ``settings``; :meth:`run` does everything and returns the exit status.
 
     ``store``, ``notices`` and ``reporter`` default to the ones the settings name (tests may
-    pass their own). Not reusable: one instance, one run.
+    pass their own); ``gpus`` makes the GPU sampler (default: NVML's,
+    :func:`~scheduler.agent.gpus.open_gpu_sampler`; ``None`` from it: no GPU). Not reusable:
+    one instance, one run.
     """
 
     def __init__(self, settings: AgentSettings, store: ObjectStore | None = None,
-                 notices: NoticeSource | None = None, reporter: Reporter | None = None) -> None:
+                 notices: NoticeSource | None = None, reporter: Reporter | None = None,
+                 gpus: Callable[[], GpuSampler | None] = open_gpu_sampler) -> None:
         self.settings = settings
         self.store = store if store is not None else open_store(settings.store_url)
         self.notices = notices or make_notice_source(settings.metadata_flavor,
@@ -68,6 +77,9 @@ class Agent:
         spec = settings.spec
         self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
                                    settings.checkpoint_dir, spec.checkpoint.sync_interval_s)
+        self.progress = ProgressFile(settings.progress_path)
+        sampler = gpus()
+        self.gpus = GpuWindow(sampler) if sampler is not None else None
         self.phase = AgentPhase.STARTING
         self.restored_from: str | None = None
         self.notice: PreemptionNotice | None = None
@@ -79,12 +91,26 @@ class Agent:
     # -- reporting -----------------------------------------------------------------------------
 
     def _fields(self, **extra: Any) -> dict[str, Any]:
+        self.progress.poll()
         fields: dict[str, Any] = dict(checkpoint_id=self.sync.checkpoint_id,
-                                      restored_from=self.restored_from, notice=self.notice)
+                                      restored_from=self.restored_from, notice=self.notice,
+                                      progress=self.progress.latest,
+                                      first_progress=self.progress.first, gpu=self._gpu_use())
         fields.update(extra)
         if self.note:
             fields["message"] = "; ".join(m for m in (fields.get("message"), self.note) if m)
         return fields
+
+    def _gpu_use(self) -> Any:
+        if self.gpus is None:
+            return None
+        try:
+            self.gpus.sample_if_due()
+            return self.gpus.summary()
+        except Exception:  # e.g. a driver's absurd numbers outside GpuSample's bounds
+            logger.exception("GPU summary failed; reporting none")
+            self.gpus.clear()
+            return None
 
     def _report(self, phase: AgentPhase | None = None, **extra: Any) -> AgentAction | None:
         if phase is not None:
@@ -93,6 +119,8 @@ class Agent:
         if command is None:
             return None
         self.note = None
+        if self.gpus is not None:
+            self.gpus.clear()  # delivered: the next report covers the time from now on
         if command.action is AgentAction.STOP and self._stop_reason is None:
             self._stop_reason = f"daemon asked to stop ({command.reason or 'no reason given'})"
         return command.action
@@ -148,7 +176,9 @@ class Agent:
     def _start_job(self) -> JobProcess | None:
         s = self.settings
         env = job_environment(os.environ, s.spec, s.checkpoint_dir,
-                              resumed=self.restored_from is not None, job_id=s.job_id)
+                              resumed=self.restored_from is not None, job_id=s.job_id,
+                              progress_file=s.progress_path)
+        self.progress.reset()
         try:
             return JobProcess.start(s.spec.command, s.job_dir, env, s.log_path,
                                     self.reporter.add_line)
@@ -189,6 +219,8 @@ class Agent:
             if code is not None:
                 return self._after_exit(job, code)
             self._poll_notices()
+            if self.gpus is not None:
+                self._gpu_use()
             if self._stop_reason is None:
                 self.sync.tick()
                 if time.monotonic() >= next_heartbeat:
@@ -265,6 +297,8 @@ class Agent:
         finally:
             self.sync.close()
             self.notices.close()
+            if self.gpus is not None:
+                self.gpus.sampler.close()
             self.reporter.close()
 
 

@@ -65,6 +65,12 @@ class AgentSettings:
         return self.job_dir / self.spec.checkpoint.dir
 
     @property
+    def progress_path(self) -> Path:
+        """The job's progress file, ``WORK_DIR/progress.jsonl`` (exported as
+        SCHED_PROGRESS_FILE): outside the checkpoint folder, so a restore never replaces it."""
+        return self.work_dir / "progress.jsonl"
+
+    @property
     def log_path(self) -> Path:
         """The command's stdout and stderr: ``WORK_DIR/job.log``."""
         return self.work_dir / "job.log"
