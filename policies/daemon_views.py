@@ -19,6 +19,7 @@ from datetime import datetime
 
 import numpy as np
 
+from core.models import Job, Offer, PlacementEnd
 from policies.availability import (
     always_available,
     availability_stats,
@@ -32,7 +33,6 @@ from policies.views import (
     MarketView,
     OfferTable,
 )
-from core.models import Job, Offer, PlacementEnd
 
 _FIELDS = AvailabilityStats.__dataclass_fields__
 

@@ -12,8 +12,11 @@ controller decides:
 2. **Safety net** (deadline jobs): only choices that keep the on-demand fallback in time
    (:mod:`policies.deadline`); a deadline no longer feasible runs on-demand to finish earliest.
 3. **Spot while it pays**: the offer with the lowest risk-aware expected cost to finish
-   (:mod:`policies.risk`), never spot in the zone just reclaimed while it cools down and with
-   correlated zones' hazard raised (:mod:`policies.zones`).
+   (:mod:`policies.risk`: price × inflation ÷ speed per reference-hour of the work left, plus
+   the launch), never spot in the zone just reclaimed while it cools down and with
+   correlated zones' hazard raised (:mod:`policies.zones`). With a deadline, only offers that
+   would finish in time uninterrupted (``r >= d + c / speed``) compete: a slower offer that is
+   cheaper to finish but would miss is not taken.
 4. **Deadline**: with no spot to use, wait while the slack exceeds the end-game reserve; below
    it, fill gaps in spot with on-demand (:func:`policies.deadline.on_demand_needed`), and leave
    on-demand only for spot runs old enough to be worth the slack a round trip costs
@@ -21,7 +24,19 @@ controller decides:
 5. **Migration**: move a running job when the expected saving over its remaining runtime exceeds
    the move's cost (overhead billed, lost progress) by ``migration_margin``; hysteresis: no
    price move within ``min_dwell_h`` of a start, never back to the offer just left within
-   ``pingpong_cooldown_h``.
+   ``pingpong_cooldown_h``. The saving is per reference-hour, so a faster-per-dollar offer
+   pays for its move as a cheaper one does.
+
+**The on-demand fallback** (with speeds, :attr:`policies.views.MarketView.speed`): the
+cheapest-to-finish available on-demand offer among those that finish in time from now with a
+new launch (``r >= d + c / speed``); when none does, the one that finishes first (cheapest on a
+tie); without a deadline, the cheapest to finish. It is the offer the safety net, "on-demand
+needed" and "on-demand cheaper" launch, and its speed is the one every rule of
+:mod:`policies.deadline` is given, so what is checked is what would run. A job already on
+on-demand commits to its current instance (its speed, the overhead it still owes); when that
+no longer finishes in time but the fallback does, it moves there (safety net); when nothing
+finishes in time, a running job moves to the fallback only if that finishes strictly earlier.
+Without speeds every offer is as fast and this is the cheapest on-demand offer, as before.
 
 Ties break on the static offer rank: on-demand before spot, lower interruption risk, series key.
 """
@@ -91,6 +106,12 @@ class _Ctx:
     rank: np.ndarray        # (m,) static tie-break rank
     on_spot: np.ndarray     # (n,) running on a spot instance
     on_od: np.ndarray       # (n,) running on an on-demand instance
+    best_od: np.ndarray     # (n,) the on-demand fallback (NO_OFFER: none available)
+    cost_od: np.ndarray     # (n,) its expected cost to finish (inf: none)
+    # With speeds only (None without: every offer at the reference speed):
+    speed: np.ndarray | None = None     # (n, m) speeds, 0 where unusable
+    hours: np.ndarray | None = None     # (n, m) hours to finish with a new launch
+    fb_speed: np.ndarray | None = None  # (n,) speed of the fallback (1 where none)
 
 
 def tie_break_rank(offers: OfferTable) -> np.ndarray:
@@ -130,8 +151,20 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
-    return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, tie_break_rank(market.offers),
-                running & cur_spot, running & ~cur_spot)
+    rank = tie_break_rank(market.offers)
+    od = cand & ~offers.is_spot[None, :]
+    speed = risk.speed_of(market)
+    if speed is None:
+        best_od, cost_od = _pick(finish, od, rank)
+        return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, rank,
+                    running & cur_spot, running & ~cur_spot, best_od, cost_od)
+    speed = np.broadcast_to(speed, (n, m))
+    hours = deadline.finish_h(jobs, speed, jobs.restart_overhead_h[:, None])
+    best_od, cost_od = _deadline_pick(jobs, finish, hours, od, rank)
+    fb_speed = np.where(best_od != NO_OFFER, speed[np.arange(n), np.maximum(best_od, 0)], 1.0)
+    return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, rank,
+                running & cur_spot, running & ~cur_spot, best_od, cost_od,
+                speed, hours, fb_speed)
 
 
 def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +185,22 @@ def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.nd
     if len(tied):
         idx[tied] = np.where(near[tied], rank[None, :], np.iinfo(np.int64).max).argmin(axis=1)
     return np.where(ok, idx, NO_OFFER), best
+
+
+def _deadline_pick(jobs: JobView, finish: np.ndarray, hours: np.ndarray, mask: np.ndarray,
+                   rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per job, the cheapest to finish under ``mask`` among the offers that finish in time
+    (``hours``, :func:`deadline.finish_h`); for a job where none does, the cheapest of those
+    that finish first. ``(index, cost)`` as :func:`_pick`."""
+    in_time = mask & deadline.meets(jobs, hours)
+    idx, cost = _pick(finish, in_time, rank)
+    late = (idx == NO_OFFER) & mask.any(axis=1)
+    if late.any():
+        h = np.where(mask[late], hours[late], np.inf)
+        first = h.min(axis=1, keepdims=True)
+        near = mask[late] & (h <= first + 1e-9 * np.maximum(np.abs(first), 1.0))
+        idx[late], cost[late] = _pick(finish[late], near, rank)
+    return idx, cost
 
 
 def _choose(offer: np.ndarray, reason: np.ndarray, mask: np.ndarray, new_offer: np.ndarray,
@@ -177,12 +226,27 @@ def _place(ctx: _Ctx) -> Decision:
     _choose(offer, reason, budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
                                             jobs.user_budget_usd), none, Reason.BUDGET_STOP)
     timed = deadline.has_deadline(jobs)
-    launchable = deadline.spot_safe(jobs, jobs.restart_overhead_h) & \
-        deadline.launch_sustainable(jobs)
-    any_spot, cost_any_spot = _pick(ctx.finish, ctx.cand & is_spot[None, :], ctx.rank)
-    best_od, cost_od = _pick(ctx.finish, ctx.cand & ~is_spot[None, :], ctx.rank)
-    best_spot = np.where(launchable, any_spot, NO_OFFER)
-    cost_spot = np.where(launchable, cost_any_spot, np.inf)
+    fb = ctx.fb_speed
+    spot = ctx.cand & is_spot[None, :]
+    best_od, cost_od = ctx.best_od, ctx.cost_od
+    if ctx.speed is None:
+        launchable = deadline.spot_safe(jobs, jobs.restart_overhead_h) & \
+            deadline.launch_sustainable(jobs)
+        any_spot, cost_any_spot = _pick(ctx.finish, spot, ctx.rank)
+        best_spot = np.where(launchable, any_spot, NO_OFFER)
+        cost_spot = np.where(launchable, cost_any_spot, np.inf)
+    else:
+        # Each spot offer is judged at its own speed: one that would not finish in time, or
+        # whose interval would leave the fallback late, is not a candidate.
+        d = np.broadcast_to(jobs.restart_overhead_h[:, None], ctx.speed.shape)
+        safe = deadline.spot_safe(jobs, d, ctx.speed, fb) & \
+            deadline.launch_sustainable(jobs, fb)[:, None] & deadline.meets(jobs, ctx.hours)
+        any_spot, cost_any_spot = _deadline_pick(jobs, ctx.finish, ctx.hours, spot, ctx.rank)
+        best_spot, cost_spot = _pick(ctx.finish, spot & safe, ctx.rank)
+        # Without on-demand the spot pick is what the job commits to.
+        fb = np.where(best_od == NO_OFFER,
+                      np.where(any_spot != NO_OFFER,
+                               ctx.speed[np.arange(n), np.maximum(any_spot, 0)], 1.0), fb)
     spot_wins = (cost_any_spot < cost_od) | ((cost_any_spot == cost_od) & (
         ctx.rank[np.maximum(any_spot, 0)] < ctx.rank[np.maximum(best_od, 0)]))
     best_any = np.where(spot_wins | (best_od == NO_OFFER), any_spot, best_od)
@@ -191,13 +255,14 @@ def _place(ctx: _Ctx) -> Decision:
     untimed = ~timed & (best_any != NO_OFFER)
     _choose(offer, reason, untimed & _spot_at(best_any, is_spot), best_any, Reason.SPOT)
     _choose(offer, reason, untimed, best_any, Reason.ON_DEMAND_CHEAPER)
-    infeasible = timed & ~deadline.feasible(jobs, np.zeros(n, bool))
+    infeasible = timed & ~deadline.feasible(jobs, np.zeros(n, bool), fb)
     _choose(offer, reason, infeasible & has_od, best_od, Reason.DEADLINE_INFEASIBLE)
     _choose(offer, reason, timed & has_spot & (cost_spot <= cost_od), best_spot, Reason.SPOT)
-    _choose(offer, reason, timed & has_od & ~deadline.wait_safe(jobs), best_od, Reason.SAFETY_NET)
+    _choose(offer, reason, timed & has_od & ~deadline.wait_safe(jobs, fb), best_od,
+            Reason.SAFETY_NET)
     _choose(offer, reason, timed & has_od & has_spot, best_od, Reason.ON_DEMAND_CHEAPER)
     needed = deadline.on_demand_needed(jobs, market, np.zeros(n, bool), cfg.reserve_factor,
-                                       cfg.on_demand_band_h)
+                                       cfg.on_demand_band_h, fb)
     _choose(offer, reason, timed & has_od & needed, best_od, Reason.ON_DEMAND_NEEDED)
     # Without an on-demand fallback the safety net does not exist: any spot beats waiting.
     no_od_spot = timed & ~has_od & (any_spot != NO_OFFER)
@@ -245,14 +310,16 @@ def decide_placement(jobs: JobView, market: MarketView,
 def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """``(saving, move_cost)`` in USD for moving each job to each offer, ``(n, m)``.
 
-    Saving: (current − target effective price) × the hours the target is expected to carry the
-    job: its remaining compute, capped for a spot target by the expected useful part of its
-    remaining run. Runs are modelled as Lomax (Pareto II) with shape 2, the heavy tail whose
-    mean residual life is ``mean + age`` (:mod:`policies.availability`); with ``λ = mean + age``
-    the expected run left after paying the overhead ``d`` is ``λ² / (λ + d)``. Move cost:
-    the target's restart overhead and checkpoint transfer billed at its price, the progress not
-    yet checkpointed valued at the current effective price, and for a spot target the expected
-    relaunch back onto the current kind of offer when it is reclaimed before the job is done.
+    Saving: (current − target effective price, USD per reference-hour) × the reference-hours
+    the target is expected to carry the job: its remaining compute, capped for a spot target by
+    the expected useful part of its remaining run (hours) × the target's speed. Runs are
+    modelled as Lomax (Pareto II) with shape 2, the heavy tail whose mean residual life is
+    ``mean + age`` (:mod:`policies.availability`); with ``λ = mean + age`` the expected run
+    left after paying the overhead ``d`` is ``λ² / (λ + d)`` hours. Move cost: the target's
+    restart overhead and checkpoint transfer billed at its price, the progress not yet
+    checkpointed (hours on the current instance) billed at the current price, and for a spot
+    target the expected relaunch back onto the current kind of offer when it is reclaimed
+    before the job is done (the work left takes ``c / speed`` hours there).
     """
     jobs = ctx.jobs
     is_spot = ctx.market.offers.is_spot[None, :]
@@ -262,12 +329,19 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     lam = ctx.resid_up
     with np.errstate(invalid="ignore", divide="ignore"):
         useful = lam * lam / (lam + jobs.restart_overhead_h[:, None])
+        if ctx.speed is None:
+            run_h = remaining
+        else:
+            useful = useful * ctx.speed
+            run_h = np.where(ctx.speed > 0, remaining / np.where(ctx.speed > 0, ctx.speed, 1.0),
+                             np.inf)
     carry_h = np.where(is_spot, np.minimum(remaining, np.nan_to_num(useful, nan=np.inf)), remaining)
-    saving = (eff_cur[:, None] - ctx.eff) * carry_h
+    with np.errstate(invalid="ignore"):
+        saving = (eff_cur[:, None] - ctx.eff) * carry_h
     overhead = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
     lost = np.nan_to_num(price_cur * jobs.checkpoint_age_h)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_back = np.where(is_spot, np.minimum(1.0, remaining / ctx.resid_up), 0.0)
+        p_back = np.where(is_spot, np.minimum(1.0, run_h / ctx.resid_up), 0.0)
     back = np.nan_to_num(p_back * price_cur[:, None] * jobs.restart_overhead_h[:, None])
     return np.nan_to_num(saving, nan=-np.inf), ctx.price * overhead + lost + back
 
@@ -279,7 +353,13 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
     is_spot = ctx.market.offers.is_spot[None, :]
     col = np.arange(m)[None, :]
     d = np.broadcast_to(jobs.restart_overhead_h[:, None], (n, m))
-    safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
+    fb = ctx.fb_speed
+    if ctx.speed is None:
+        safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
+    else:
+        # A target must finish in time itself, and a spot one keep the fallback in time.
+        safe = deadline.meets(jobs, ctx.hours) & (~is_spot | (
+            deadline.spot_safe(jobs, d, ctx.speed, fb) & deadline.launch_sustainable(jobs, fb)[:, None]))
     back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
     dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
     ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
@@ -287,7 +367,7 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
     # the slack can pay for (:func:`deadline.flip_age_h`).
     stats = ctx.market.offer_stats
     old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
-        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)))
+        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)), fb)
     return ok & (~(ctx.on_od[:, None] & is_spot) | old_enough)
 
 
@@ -300,10 +380,26 @@ def _migrate(ctx: _Ctx) -> MigrationDecision:
         jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd, jobs.user_budget_usd),
         np.full(n, NO_OFFER), Reason.BUDGET_STOP)
     timed = deadline.has_deadline(jobs)
-    infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od)
+    best_od = ctx.best_od
+    if ctx.speed is None:
+        infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od)
+        unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h)
+    else:
+        rows = np.arange(n)
+        cur_speed = ctx.speed[rows, np.maximum(jobs.current, 0)]
+        # On on-demand the job commits to its current instance; otherwise to the fallback.
+        commit = np.where(ctx.on_od, cur_speed, ctx.fb_speed)
+        infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od, commit)
+        has_od = best_od != NO_OFFER
+        fb_in_time = has_od & deadline.feasible(jobs, np.zeros(n, bool), ctx.fb_speed)
+        own_h = deadline.finish_h(jobs, cur_speed[:, None], jobs.overhead_left_h[:, None])[:, 0]
+        fb_h = ctx.hours[rows, np.maximum(best_od, 0)]
+        _choose(target, reason, infeasible & fb_in_time, best_od, Reason.SAFETY_NET)
+        _choose(target, reason, infeasible & has_od & (fb_h < own_h - deadline.EPS_H), best_od,
+                Reason.DEADLINE_INFEASIBLE)
+        unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h, cur_speed,
+                                                          ctx.fb_speed)
     _choose(target, reason, infeasible, jobs.current, Reason.DEADLINE_INFEASIBLE)
-    best_od, _ = _pick(ctx.finish, ctx.cand & ~is_spot[None, :], ctx.rank)
-    unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h)
     _choose(target, reason, unsafe & (best_od != NO_OFFER), best_od, Reason.SAFETY_NET)
     saving, move_cost = _move_matrices(ctx)
     net = saving - (1.0 + cfg.migration_margin) * move_cost

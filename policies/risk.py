@@ -1,14 +1,22 @@
-"""Risk-aware effective cost: what an hour of useful progress costs on an offer.
+"""Risk-aware effective cost: what a reference-hour of useful progress costs on an offer.
 
 A spot offer that is reclaimed every ``1/λ`` hours loses, at each reclaim, the restart overhead
 (launch, setup, restore) and the progress made since the last checkpoint. Over a run of ``W``
 useful hours the instance must therefore be billed ``T = W / (1 - λ·loss)`` hours (each billed
-hour suffers ``λ`` reclaims, each costing ``loss`` hours), so the effective price is
+hour suffers ``λ`` reclaims, each costing ``loss`` hours), so the price per useful hour is
 ``price / (1 - λ·loss)``; a new instance also pays one restart overhead up front. On-demand
 offers have ``λ = 0``. When ``λ·loss >= 1`` the offer cannot make progress (infinite cost).
 A market whose interruption notice is long enough for a final checkpoint loses no progress at
 a reclaim, only the restart (:func:`loss_per_reclaim_h`); one that gives no notice (Vast.ai)
 loses the progress since the last periodic checkpoint.
+
+Units (:mod:`policies.views`): ``λ`` is per clock hour, and the loss at a reclaim is clock
+hours on that offer (the overhead and the rework are time, whatever the GPU), so the inflation
+``1 / (1 - λ·loss)`` is billed hours per useful hour on that offer. A useful hour on offer ``j``
+does ``speed[j]`` reference-hours of work, so the **effective price** is
+``price × inflation ÷ speed`` USD per reference-hour, and the expected cost to finish is
+``remaining reference-hours ÷ speed × price × inflation`` plus the launch overhead billed at the
+offer's price. Without speeds (all 1) these are the per-hour figures they always were.
 """
 
 from __future__ import annotations
@@ -81,10 +89,30 @@ def inflation(hazard: np.ndarray, loss_h: np.ndarray) -> np.ndarray:
     return np.where(share >= _MAX_LOSS_SHARE, np.inf, out)
 
 
+def speed_of(market: MarketView) -> np.ndarray | None:
+    """The market's speeds (:attr:`MarketView.speed`, ``(m,)`` or ``(n, m)``) with every value
+    that is not a positive finite number set to 0 (the offer cannot make progress), or ``None``
+    when the view has none (every offer at the reference speed)."""
+    speed = np.asarray(market.speed, dtype=float)
+    if speed.size == 0:
+        return None
+    return np.where(np.isfinite(speed) & (speed > 0), speed, 0.0)
+
+
+def _per_reference_h(per_h: np.ndarray, speed: np.ndarray | None) -> np.ndarray:
+    """USD per useful hour → USD per reference-hour (``inf`` where the speed is 0)."""
+    if speed is None:
+        return per_h
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(speed > 0, per_h / np.where(speed > 0, speed, 1.0), np.inf)
+
+
 def effective_price(jobs: JobView, market: MarketView,
                     hazard: np.ndarray | None = None) -> np.ndarray:
-    """Risk-aware USD per hour of useful progress for every (job, offer), shape ``(n, m)``:
-    ``price × inflation(λ, loss)`` with the loss of :func:`loss_per_reclaim_h` on each offer.
+    """Risk-aware USD per reference-hour of useful progress for every (job, offer), shape
+    ``(n, m)``: ``price × inflation(λ, loss) ÷ speed`` with the loss of
+    :func:`loss_per_reclaim_h` on each offer and the market's :attr:`MarketView.speed`
+    (1 when it has none: USD per useful hour).
 
     Args:
         jobs, market: ``n`` jobs, ``m`` offers.
@@ -100,15 +128,18 @@ def effective_price(jobs: JobView, market: MarketView,
     lam = hazard_per_h(market.offer_stats, market.offers.is_spot) if hazard is None else hazard
     loss = loss_per_reclaim_h(jobs, market.offers)
     price = np.asarray(market.price_usd_per_hour)
-    if lam.ndim == 1 and price.ndim == 1:
+    speed = speed_of(market)
+    if lam.ndim == 1 and price.ndim == 1 and (speed is None or speed.ndim == 1):
         uniq, inv = np.unique(loss, axis=0, return_inverse=True)
-        rows = price[None, :] * inflation(lam[None, :], uniq)
+        rows = _per_reference_h(price[None, :] * inflation(lam[None, :], uniq), speed)
         return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
-    return np.broadcast_to(price, (n, m)) * inflation(lam, loss)
+    return np.broadcast_to(_per_reference_h(np.broadcast_to(price, (n, m)) * inflation(lam, loss),
+                                            speed), (n, m))
 
 
 def remaining_h(jobs: JobView) -> np.ndarray:
-    """Compute hours each job has left, ``(n,)``; :data:`DEFAULT_RUNTIME_H` where unknown."""
+    """Reference-hours of compute each job has left, ``(n,)``; :data:`DEFAULT_RUNTIME_H` where
+    unknown (so offers are still ranked by effective price, launch included)."""
     return np.where(np.isnan(jobs.remaining_compute_h), DEFAULT_RUNTIME_H,
                     jobs.remaining_compute_h)
 
@@ -116,15 +147,16 @@ def remaining_h(jobs: JobView) -> np.ndarray:
 def expected_cost_to_finish(jobs: JobView, price: np.ndarray, eff: np.ndarray) -> np.ndarray:
     """Expected USD to finish each job on each offer, ``(n, m)``.
 
-    The effective price × the compute left (:func:`remaining_h`; nothing for a job with none
-    left), plus the launch billed at the offer's price: on the offer the job runs on, the
-    overhead it still owes there; on any other, one restart overhead and the move's transfer
-    time.
+    The effective price × the reference-hours left (:func:`remaining_h`; nothing for a job with
+    none left), i.e. ``remaining ÷ speed × price × inflation``, plus the launch billed at the
+    offer's price: on the offer the job runs on, the overhead it still owes there; on any
+    other, one restart overhead and the move's transfer time (clock hours: the same on every
+    GPU).
 
     Args:
         jobs: ``n`` jobs.
         price: USD per hour, ``(m,)`` or ``(n, m)``.
-        eff: risk-aware USD per useful hour, ``(n, m)`` (:func:`effective_price`).
+        eff: risk-aware USD per useful reference-hour, ``(n, m)`` (:func:`effective_price`).
     """
     n, m = eff.shape
     remaining = remaining_h(jobs)

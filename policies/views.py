@@ -7,12 +7,22 @@ runs of the same job. Nothing here reads a clock or does I/O.
 
 Times are hours (float) measured by the caller: the daemon passes wall hours, the simulator
 virtual market hours. Prices are USD per hour for the whole instance.
+
+Two kinds of hours. **Clock hours** (plain "hours") are time on an instance or on the clock,
+in the caller's time as above: deadlines, decision intervals, overheads (launch, setup, restore,
+transfer), checkpoint intervals and the progress lost at a reclaim, billed hours, runs of spot
+capacity. **Reference-hours** are work: what one GPU of the job's reference model
+(``JobSpec.reference_gpu``) computes in one hour; ``JobView.compute_h`` and
+``remaining_compute_h`` are reference-hours. ``MarketView.speed[j]`` converts: one hour of
+progress on offer ``j`` does ``speed[j]`` reference-hours, so finishing uninterrupted there
+takes ``remaining_compute_h / speed[j]`` hours. Without speeds (the default) every offer does
+one reference-hour per hour and the two kinds coincide.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
 
 import numpy as np
@@ -175,6 +185,12 @@ class MarketView:
     - **zone_correlation**: ``(z, z)`` (or per job ``(n, z, z)``) correlation of zone
       availability over ``offers.zone_names`` (:func:`policies.zones.zone_correlation`), or
       ``None`` when unknown.
+    - **speed**: throughput of each offer relative to the job's reference (reference-hours of
+      work per clock hour on the whole offer: the job's rate there ÷ its rate on one reference
+      GPU, from :func:`policies.throughput.estimate_rates`), ``(m,)`` or per job ``(n, m)``.
+      Empty (the default): every offer runs at the reference speed, 1. A speed that is not a
+      positive number makes that offer unusable (infinite cost). Attach per-job speeds to a
+      shared view with :func:`with_speed`.
     """
 
     offers: OfferTable
@@ -183,23 +199,39 @@ class MarketView:
     offer_stats: AvailabilityStats
     pool_stats: AvailabilityStats
     zone_correlation: np.ndarray | None = None
+    speed: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def with_speed(market: MarketView, speed: np.ndarray | Sequence[float] | None) -> MarketView:
+    """``market`` with ``speed`` (``(m,)`` or ``(n, m)``; ``None`` or empty: the reference speed
+    everywhere), sharing every other array (no copy of the view).
+
+    Raises:
+        ValueError: ``speed`` does not have ``m`` columns.
+    """
+    speed = np.zeros(0) if speed is None else np.asarray(speed, dtype=float)
+    m = len(market.offers)
+    if speed.size and (speed.ndim not in (1, 2) or speed.shape[-1] != m):
+        raise ValueError(f"speed of shape {speed.shape} does not match {m} offers")
+    return replace(market, speed=speed)
 
 
 @dataclass(frozen=True)
 class JobView:
     """The state of ``n`` jobs at one decision, every field an ``(n,)`` array.
 
-    - **compute_h**: total compute the job needs on its reference instance (``nan`` unknown:
+    - **compute_h**: total compute the job needs, in reference-hours (``nan`` unknown:
       deadline reasoning is then off and placement amortises over ``default_runtime_h``).
-    - **remaining_compute_h**: compute still to do (``nan`` unknown).
+    - **remaining_compute_h**: compute still to do, reference-hours (``nan`` unknown).
     - **elapsed_h**: hours since submission.
     - **time_to_deadline_h**: hours from now to the deadline (``inf`` when none).
     - **current**: offer index of the running instance, :data:`NO_OFFER` when none.
     - **overhead_left_h**: restart overhead still to pay on the current instance (0 if warm).
     - **restart_overhead_h**: launch + setup + restore time of a new instance.
     - **move_extra_h**: extra time of a voluntary move: checkpoint size ÷ bandwidth.
-    - **checkpoint_interval_h**: hours of progress between checkpoints (0: continuous).
-    - **checkpoint_age_h**: progress since the last committed checkpoint (lost if preempted).
+    - **checkpoint_interval_h**: clock hours of progress between checkpoints (0: continuous).
+    - **checkpoint_age_h**: clock hours of progress on the current instance since the last
+      committed checkpoint (lost if preempted; ``× speed`` of that offer in reference-hours).
     - **final_checkpoint_s**: seconds the job needs, from a preemption notice, to save and
       commit a final checkpoint (the daemon: the spec's ``grace_s``); a notice at least this
       long loses no progress (:func:`policies.risk.loss_per_reclaim_h`). ``inf``: it cannot.
@@ -244,15 +276,15 @@ class JobView:
         Defaults: no deadline, no instance, 0 overheads, continuous checkpoints, a final
         checkpoint in no time, no preemption, no budget. Raises ``TypeError`` for an unknown field name.
         """
-        defaults = dict(
-            compute_h=np.nan, remaining_compute_h=np.nan, elapsed_h=0.0,
-            time_to_deadline_h=np.inf, current=NO_OFFER, overhead_left_h=0.0,
-            restart_overhead_h=0.0, decision_interval_h=0.0, move_extra_h=0.0,
-            checkpoint_interval_h=0.0, checkpoint_age_h=0.0, final_checkpoint_s=0.0,
-            last_preempted_zone=NO_ZONE,
-            since_preemption_h=np.inf, since_start_h=np.inf, previous=NO_OFFER,
-            spent_usd=0.0, budget_usd=np.inf, user_spent_usd=0.0, user_budget_usd=np.inf,
-        )
+        defaults = {
+            "compute_h": np.nan, "remaining_compute_h": np.nan, "elapsed_h": 0.0,
+            "time_to_deadline_h": np.inf, "current": NO_OFFER, "overhead_left_h": 0.0,
+            "restart_overhead_h": 0.0, "decision_interval_h": 0.0, "move_extra_h": 0.0,
+            "checkpoint_interval_h": 0.0, "checkpoint_age_h": 0.0, "final_checkpoint_s": 0.0,
+            "last_preempted_zone": NO_ZONE,
+            "since_preemption_h": np.inf, "since_start_h": np.inf, "previous": NO_OFFER,
+            "spent_usd": 0.0, "budget_usd": np.inf, "user_spent_usd": 0.0, "user_budget_usd": np.inf,
+        }
         unknown = set(values) - set(defaults)
         if unknown:
             raise TypeError(f"JobView has no field(s) {sorted(unknown)}")
