@@ -157,7 +157,7 @@ class GpuWindow:
         self._last_read = at
         try:
             readings = self.sampler.read()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a sampler's bug must not stop the agent
             if not self._failed_logged:
                 self._failed_logged = True
                 logger.warning("GPU sampling failed: %s", exc)

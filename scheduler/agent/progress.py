@@ -103,7 +103,7 @@ class ProgressFile:
         """Read what was appended since the last poll; returns :attr:`latest`. Never raises."""
         try:
             self._read(now or datetime.now(UTC))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the job did to its file
             if not self._failed_logged:
                 self._failed_logged = True
                 logger.warning("cannot read progress file %s: %s", self.path, exc)

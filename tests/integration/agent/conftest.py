@@ -49,15 +49,17 @@ def fake_daemon() -> Iterator[FakeDaemon]:
 def launch_agent(
     tmp_path: Path, fake_daemon: FakeDaemon, fake_imds: FakeImds
 ) -> Iterator[Callable[..., AgentProcess]]:
-    """``launch_agent(store_url, job_id, attempt, spec, flavor="aws", metadata_url=None)
-    -> AgentProcess`` (metadata at ``metadata_url``, default the fake IMDS).
+    """``launch_agent(store_url, job_id, attempt, spec, flavor="aws", metadata_url=None,
+    argv=None) -> AgentProcess`` (metadata at ``metadata_url``, default the fake IMDS; the
+    agent's command line ``argv``, default ``python -m scheduler.agent``).
 
     The environment is this test's (so S3 credentials set by ``s3_store_url`` pass through)
     plus the GA_* variables; every agent gets a fresh work dir."""
     started: list[AgentProcess] = []
 
     def launch(store_url: str, job_id: str, attempt: int, spec: dict[str, Any],
-               flavor: str = "aws", metadata_url: str | None = None) -> AgentProcess:
+               flavor: str = "aws", metadata_url: str | None = None,
+               argv: list[str] | None = None) -> AgentProcess:
         work_dir = tmp_path / f"instance-{job_id}-{attempt}"
         work_dir.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("GA_")}
@@ -70,7 +72,7 @@ def launch_agent(
         )
         log_path = work_dir / "agent.log"
         with open(log_path, "wb") as log:
-            popen = subprocess.Popen([sys.executable, "-m", "scheduler.agent"], cwd=work_dir,
+            popen = subprocess.Popen(argv or [sys.executable, "-m", "scheduler.agent"], cwd=work_dir,
                                      env=env, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         agent = AgentProcess(popen, work_dir, log_path)

@@ -13,7 +13,12 @@ import pytest
 
 from core.models.work import WorkUnit
 from scheduler import progress
-from scheduler.agent.progress import MAX_LINE_BYTES, MAX_READ_BYTES, ProgressFile, parse_line
+from scheduler.agent.progress import (
+    MAX_LINE_BYTES,
+    MAX_READ_BYTES,
+    ProgressFile,
+    parse_line,
+)
 
 READ_AT = datetime(2026, 12, 1, 19, 0, tzinfo=UTC)
 
