@@ -2,13 +2,19 @@
 
 Key layout (see :mod:`scheduler.checkpoints.keys`)::
 
-    jobs/{job_id}/blobs/{sha256}                    file bytes, content-addressed: a file
-                                                    that did not change is not uploaded again
+    jobs/{job_id}/blobs/{sha256}[.zst]              file bytes, content-addressed by the sha256
+                                                    of the original bytes (``.zst``: stored
+                                                    zstd-compressed): a file that did not
+                                                    change is not uploaded again
     jobs/{job_id}/checkpoints/{checkpoint_id}.json  the CheckpointManifest, written LAST
+    jobs/{job_id}/holds/, prunes/                   commits/restores and prunes in progress
 
 A checkpoint exists only once its manifest is stored, so a crash mid-commit leaves at worst
 some unreferenced blobs, which :func:`prune_checkpoints` removes later. ``checkpoint_id`` is
-``{created_ms:013d}-a{attempt}`` so ids sort in commit order.
+``{created_ms:013d}-a{attempt}`` so ids sort in commit order. Commits, restores and prunes
+of one job may run at once from several machines: :mod:`.holds` says how none of them
+loses a blob another needs. Each file is stored zstd-compressed when that makes it at least
+10 % smaller (:mod:`.encoding`); restore decodes and checks the original bytes' sha256.
 
 Files a job is still writing are left out of a checkpoint: any path part starting with ``.``
 or ending in ``.tmp`` (the usual write-to-temp-then-rename pattern).
@@ -23,18 +29,22 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
-from scheduler.checkpoints import keys
+from core.models import CheckpointFile, CheckpointManifest, parse_lenient
+from core.models.checkpoints import BlobEncoding
+from scheduler.checkpoints import holds, keys
+from scheduler.checkpoints.encoding import decode_blob, encode_for_store
 from scheduler.checkpoints.objectstore import (
     CheckpointCorrupt,
     ObjectNotFound,
     ObjectStore,
 )
-from core.models import CheckpointFile, CheckpointManifest, parse_lenient
+from scheduler.checkpoints.retention import Candidate, retained_ids
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +145,8 @@ def _staging_dir(beside: Path, label: str) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"ga-{label}-"))
 
 
-def _next_created_ms(store: ObjectStore, job_id: str) -> int:
+def _next_created_ms(latest: str | None) -> int:
     now_ms = time.time_ns() // 1_000_000
-    latest = latest_checkpoint_id(store, job_id)
     if latest is not None:
         try:
             # Keep ids in commit order even if this clock is behind the previous writer's.
@@ -147,50 +156,78 @@ def _next_created_ms(store: ObjectStore, job_id: str) -> int:
     return now_ms
 
 
+def _latest_manifest(store: ObjectStore, job_id: str, ids: list[str]
+                     ) -> CheckpointManifest | None:
+    for checkpoint_id in reversed(ids):
+        manifest = _read_manifest(store, job_id, checkpoint_id)
+        if manifest is not None:
+            return manifest
+    return None
+
+
 def _snapshot(entries: list[tuple[str, Path]], staging: Path
-              ) -> tuple[list[CheckpointFile], dict[str, Path]]:
-    """Copy each ``(relative path, file)`` under ``staging`` while hashing it. Returns the
-    manifest's files and one staged copy per distinct sha256; a file that vanished before
-    it was copied is left out."""
-    files: list[CheckpointFile] = []
+              ) -> tuple[list[tuple[str, int, str]], dict[str, Path]]:
+    """Copy each ``(relative path, file)`` under ``staging/files`` while hashing it. Returns
+    ``[(relative path, size_bytes, sha256)]`` and one staged copy per distinct sha256; a file
+    that vanished before it was copied is left out."""
+    files: list[tuple[str, int, str]] = []
     staged: dict[str, Path] = {}
     for rel, path in entries:
-        copy = staging / rel
+        copy = staging / "files" / rel
         try:
             size, sha = _snapshot_file(path, copy)
         except FileNotFoundError:
             logger.info("checkpoint file %s vanished before it was copied; left out", path)
             continue
-        files.append(CheckpointFile(path=rel, size_bytes=size, sha256=sha))
+        files.append((rel, size, sha))
         staged.setdefault(sha, copy)
     return files, staged
 
 
-def _upload_blobs(store: ObjectStore, job_id: str, staged: dict[str, Path]) -> int:
-    """Upload the staged blobs the store lacks (content-addressed); returns how many."""
+def _store_blobs(store: ObjectStore, job_id: str, staged: dict[str, Path],
+                 sizes: dict[str, int], previous: CheckpointManifest | None,
+                 compress: bool, staging: Path) -> tuple[dict[str, tuple[BlobEncoding, int]], int]:
+    """Make every staged blob present in the store. A blob the previous checkpoint stored
+    (and the store still has) is reused as it was stored; any other is encoded (zstd when it
+    pays) and uploaded unless the store has it. Returns ``{sha256: (encoding, stored
+    bytes)}`` and how many blobs were uploaded."""
+    known = {f.sha256: (f.encoding, f.stored_size) for f in previous.files} if previous else {}
+    out: dict[str, tuple[BlobEncoding, int]] = {}
     uploaded = 0
     for sha, copy in staged.items():
-        key = keys.blob_key(job_id, sha)
+        if sha in known and store.exists(keys.blob_key(job_id, sha, known[sha][0])):
+            out[sha] = known[sha]
+            continue
+        encoding, path, stored = encode_for_store(copy, staging / "zst" / sha, sizes[sha],
+                                                  allow_compression=compress)
+        key = keys.blob_key(job_id, sha, encoding)
         if not store.exists(key):
-            store.put_file(key, copy)
+            store.put_file(key, path)
             uploaded += 1
-    return uploaded
+        out[sha] = (encoding, stored)
+        if path != copy:
+            path.unlink(missing_ok=True)  # the staging folder holds one encoded blob at a time
+    return out, uploaded
 
 
 def commit_checkpoint(
-    store: ObjectStore, job_id: str, src_dir: Path, attempt: int, final: bool = False
+    store: ObjectStore, job_id: str, src_dir: Path, attempt: int, final: bool = False,
+    compression: str = "auto",
 ) -> CheckpointManifest | None:
     """Commit the files under ``src_dir`` as a new checkpoint of ``job_id``.
 
     Each file is copied once into a staging snapshot beside ``src_dir`` while being hashed, and
     the snapshot is what gets uploaded, so a job rewriting a file mid-commit cannot make the
     stored bytes disagree with the manifest. Blobs already in the store are not uploaded again.
-    The manifest is written last.
+    The manifest is written last. While the commit runs it holds its blobs against a
+    concurrent prune (:mod:`.holds`), waiting first for a prune already running to end.
 
     - **store**: where to write. **job_id**: the job (letters, digits, ``._-``).
     - **src_dir**: the job's checkpoint folder (``SCHED_CHECKPOINT_DIR``).
     - **attempt**: the placement attempt (≥ 0), recorded in the manifest and the id.
     - **final**: ``True`` for the checkpoint taken after the command exited 0.
+    - **compression**: ``auto`` (zstd per file where it saves at least 10 %) or ``none``
+      (the spec's ``checkpoint.compression``).
 
     Returns the committed :class:`CheckpointManifest`, or ``None`` when ``src_dir`` holds no
     eligible file (nothing is written then).
@@ -199,16 +236,32 @@ def commit_checkpoint(
     visible: the manifest is not written), ``ValueError`` for a malformed ``job_id``.
     """
     keys.manifests_prefix(job_id)  # validates job_id before any work
+    if str(compression) not in ("auto", "none"):
+        raise ValueError(f"compression must be 'auto' or 'none', got {compression!r}")
     entries = scan_checkpoint_dir(Path(src_dir))
     if not entries:
         return None
     staging = _staging_dir(Path(src_dir), "staging")
+    hold: str | None = None
     try:
-        files, staged = _snapshot(entries, staging)
-        if not files:
+        snapped, staged = _snapshot(entries, staging)
+        if not snapped:
             return None
-        uploaded = _upload_blobs(store, job_id, staged)
-        created_ms = _next_created_ms(store, job_id)
+        hold = holds.put_hold(store, job_id, sha256s=staged)
+        holds.wait_for_prunes(store, job_id)
+        ids = _checkpoint_ids(store, job_id)
+        previous = _latest_manifest(store, job_id, ids)
+        sizes = {sha: size for _, size, sha in snapped}
+        blobs, uploaded = _store_blobs(store, job_id, staged, sizes, previous,
+                                       str(compression) == "auto", staging)
+        created_ms = _next_created_ms(ids[-1] if ids else None)
+        if previous is not None and previous.sequence is not None:
+            sequence = previous.sequence + 1
+        else:
+            sequence = len(ids) + 1
+        files = [CheckpointFile(path=rel, size_bytes=size, sha256=sha,
+                                encoding=blobs[sha][0], stored_bytes=blobs[sha][1])
+                 for rel, size, sha in snapped]
         manifest = CheckpointManifest(
             job_id=job_id,
             checkpoint_id=keys.make_checkpoint_id(created_ms, attempt),
@@ -217,13 +270,16 @@ def commit_checkpoint(
             files=files,
             total_bytes=sum(f.size_bytes for f in files),
             final=final,
+            sequence=sequence,
         )
         store.put_bytes(keys.manifest_key(job_id, manifest.checkpoint_id),
-                        manifest.model_dump_json(indent=1).encode())
-        logger.info("committed checkpoint %s of job %s: %d file(s), %d bytes, %d new blob(s)",
-                    manifest.checkpoint_id, job_id, len(files), manifest.total_bytes, uploaded)
+                        manifest.model_dump_json(indent=1, exclude_none=True).encode())
+        logger.info("committed checkpoint %s of job %s: %d file(s), %d bytes (%d stored), "
+                    "%d new blob(s)", manifest.checkpoint_id, job_id, len(files),
+                    manifest.total_bytes, manifest.stored_bytes, uploaded)
         return manifest
     finally:
+        holds.release(store, hold)
         shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -290,7 +346,8 @@ def _hash_file(path: Path) -> tuple[int, str]:
 
 
 def _download_verified(store: ObjectStore, manifest: CheckpointManifest, into: Path) -> None:
-    """Download every file of ``manifest`` under ``into`` and check its size and sha256.
+    """Download every file of ``manifest`` under ``into``, decode it, and check the stored
+    size and the original bytes' size and sha256.
 
     Raises :class:`CheckpointCorrupt` or :class:`ObjectNotFound` for a bad checkpoint,
     :class:`CheckpointStoreError` when the store is unreachable.
@@ -302,8 +359,14 @@ def _download_verified(store: ObjectStore, manifest: CheckpointManifest, into: P
         if item.sha256 in done:
             shutil.copyfile(done[item.sha256], dest)
             continue
-        store.get_file(keys.blob_key(manifest.job_id, item.sha256), dest)
-        size, sha = _hash_file(dest)
+        blob = dest.with_name(f".{dest.name}.blob-{uuid.uuid4().hex[:8]}")
+        store.get_file(keys.blob_key(manifest.job_id, item.sha256, item.encoding), blob)
+        stored = blob.stat().st_size
+        if stored != item.stored_size:
+            blob.unlink(missing_ok=True)
+            raise CheckpointCorrupt(f"{item.path}: stored blob has {stored} bytes, manifest "
+                                    f"says {item.stored_size}")
+        size, sha = decode_blob(blob, dest, item.encoding)
         if size != item.size_bytes or sha != item.sha256:
             raise CheckpointCorrupt(
                 f"{item.path}: got {size} bytes sha256 {sha[:12]}…, manifest says "
@@ -341,55 +404,130 @@ def restore_latest(store: ObjectStore, job_id: str, dest_dir: Path) -> Checkpoin
     is never used just because the store is down.
     """
     dest = Path(dest_dir).absolute()
-    for manifest in list_checkpoints(store, job_id):
-        staging = _staging_dir(dest, "restore")
-        try:
-            _download_verified(store, manifest, staging)
-        except (CheckpointCorrupt, ObjectNotFound) as exc:
-            logger.warning("checkpoint %s of job %s is unusable (%s); trying the previous one",
-                           manifest.checkpoint_id, job_id, exc)
-            shutil.rmtree(staging, ignore_errors=True)
-            continue
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        _replace_dir(staging, dest)
-        logger.info("restored checkpoint %s of job %s into %s (%d file(s), %d bytes)",
-                    manifest.checkpoint_id, job_id, dest, len(manifest.files), manifest.total_bytes)
-        return manifest
-    return None
+    ids = _checkpoint_ids(store, job_id)
+    if not ids:
+        return None
+    # Held against a concurrent prune until the download is done (see .holds).
+    hold = holds.put_hold(store, job_id, checkpoint_ids=ids)
+    try:
+        holds.wait_for_prunes(store, job_id)
+        for checkpoint_id in reversed(ids):
+            manifest = _read_manifest(store, job_id, checkpoint_id)
+            if manifest is None:
+                continue
+            staging = _staging_dir(dest, "restore")
+            try:
+                _download_verified(store, manifest, staging)
+            except (CheckpointCorrupt, ObjectNotFound) as exc:
+                logger.warning("checkpoint %s of job %s is unusable (%s); trying the previous "
+                               "one", manifest.checkpoint_id, job_id, exc)
+                shutil.rmtree(staging, ignore_errors=True)
+                continue
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            _replace_dir(staging, dest)
+            logger.info("restored checkpoint %s of job %s into %s (%d file(s), %d bytes)",
+                        manifest.checkpoint_id, job_id, dest, len(manifest.files),
+                        manifest.total_bytes)
+            return manifest
+        return None
+    finally:
+        holds.release(store, hold)
 
 
-def prune_checkpoints(store: ObjectStore, job_id: str, keep: int = 3) -> list[str]:
-    """Keep the ``keep`` newest checkpoints of ``job_id``; delete the rest.
+def prune_checkpoints(store: ObjectStore, job_id: str, keep_last: int = 3,
+                      keep_every: int = 0, protect: Iterable[str | None] = (), *,
+                      keep: int | None = None) -> list[str]:
+    """Apply retention to ``job_id``'s checkpoints and delete the blobs nothing needs.
 
-    Older manifests are deleted first (so no checkpoint is ever visible with blobs missing),
-    then every blob no remaining manifest references. Must not run while another process is
-    committing to the same job: that commit's blobs are unreferenced until its manifest lands.
+    Kept (:func:`.retention.retained_ids`): the ``keep_last`` newest, every ``keep_every``-th
+    by commit order, the newest complete one (what a restart restores), the ids in
+    ``protect`` (the job record's ``last_checkpoint_id``, the one this placement restored),
+    and whatever a commit or restore in progress holds (:mod:`.holds`). Manifests are deleted
+    before blobs, so no checkpoint is ever visible with blobs missing; then every blob that
+    no remaining manifest, new manifest or hold names. Safe while other machines commit,
+    restore or prune the same job; a prune that finds another one running returns ``[]``.
 
-    - **keep**: how many checkpoints survive (≥ 1; default 3).
+    - **keep_last**, **keep_every**: the spec's ``checkpoint.keep_last`` / ``keep_every``.
+    - **keep**: the former name of ``keep_last`` (used when given).
 
     Returns the deleted keys (manifests, then blobs).
 
-    Raises ``ValueError`` if ``keep`` < 1; :class:`CheckpointStoreError` when the store fails
-    (blobs are then left for the next prune).
+    Raises ``ValueError`` if ``keep_last`` < 1 or ``keep_every`` < 0;
+    :class:`CheckpointStoreError` when the store fails (what is left waits for the next prune).
     """
-    if keep < 1:
-        raise ValueError(f"keep must be at least 1, got {keep}")
+    keep_last = keep_last if keep is None else keep
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be at least 1, got {keep_last}")
+    if keep_every < 0:
+        raise ValueError(f"keep_every must be 0 or more, got {keep_every}")
+    lock = holds.take_prune_lock(store, job_id)
+    if lock is None:
+        logger.info("job %s: another prune is running; skipped", job_id)
+        return []
+    lock_key, started = lock
+    try:
+        return _prune_locked(store, job_id, keep_last, keep_every,
+                             {i for i in protect if i}, started)
+    finally:
+        holds.release(store, lock_key)
+
+
+def _prune_locked(store: ObjectStore, job_id: str, keep_last: int, keep_every: int,
+                  protect: set[str], started: float) -> list[str]:
     ids = _checkpoint_ids(store, job_id)
-    doomed = [keys.manifest_key(job_id, i) for i in ids[:-keep]]
-    if doomed:
-        store.delete(doomed)
-    referenced: set[str] = set()
-    for checkpoint_id in ids[-keep:]:
-        manifest = _read_manifest(store, job_id, checkpoint_id)
-        if manifest is not None:
-            referenced.update(f.sha256 for f in manifest.files)
+    manifests = {i: _read_manifest(store, job_id, i) for i in ids}
     prefix = keys.blobs_prefix(job_id)
-    orphans = [k for k in store.list_keys(prefix) if k[len(prefix):] not in referenced]
-    if orphans:
+    blob_keys = store.list_keys(prefix)
+    present = set(blob_keys)
+    live_holds, expired_holds = holds.read_holds(store, job_id)
+    held_ids = set().union(*(h.checkpoint_ids for h in live_holds))
+    held_shas = set().union(*(h.sha256s for h in live_holds))
+
+    def complete(m: CheckpointManifest | None) -> bool:
+        return m is not None and all(
+            keys.blob_key(job_id, f.sha256, f.encoding) in present for f in m.files)
+
+    candidates = [Candidate(i, m.sequence if m else None, complete(m))
+                  for i, m in manifests.items()]
+    keep = retained_ids(candidates, keep_last, keep_every, protect | held_ids)
+    doomed = [keys.manifest_key(job_id, i) for i in ids if i not in keep]
+    if doomed and _within_lease(started, job_id):
+        store.delete(doomed)
+    else:
+        doomed = []
+    # Manifests that landed since the listing above name blobs that must stay; their holds
+    # may already be gone, but a hold is removed only after its manifest is stored.
+    for checkpoint_id in _checkpoint_ids(store, job_id):
+        if checkpoint_id not in manifests:
+            manifests[checkpoint_id] = _read_manifest(store, job_id, checkpoint_id)
+            keep.add(checkpoint_id)
+    referenced = {keys.blob_key(job_id, sha, enc)
+                  for sha in held_shas for enc in BlobEncoding}
+    for checkpoint_id in keep:
+        manifest = manifests.get(checkpoint_id)
+        if manifest is not None:
+            referenced.update(keys.blob_key(job_id, f.sha256, f.encoding) for f in manifest.files)
+    orphans = [k for k in blob_keys if k not in referenced]
+    if orphans and _within_lease(started, job_id):
         store.delete(orphans)
+    else:
+        orphans = []
+    if expired_holds:
+        store.delete(expired_holds)
+    _, expired_locks = holds.live_prune_locks(store, job_id)
+    if expired_locks:
+        store.delete(expired_locks)
     if doomed or orphans:
         logger.info("pruned job %s: %d checkpoint(s), %d blob(s)",
                     job_id, len(doomed), len(orphans))
     return doomed + orphans
+
+
+def _within_lease(started: float, job_id: str) -> bool:
+    if time.monotonic() - started <= holds.PRUNE_LEASE_S:
+        return True
+    logger.warning("prune of job %s ran past its %.0f s lease; the rest waits for the next one",
+                   job_id, holds.PRUNE_LEASE_S)
+    return False

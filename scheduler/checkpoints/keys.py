@@ -4,7 +4,12 @@
 
     jobs/{job_id}/code.tar.gz                       the job's packed working directory
     jobs/{job_id}/blobs/{sha256}                    one file's bytes, content-addressed
+    jobs/{job_id}/blobs/{sha256}.zst                the same, zstd-compressed (sha256 of the
+                                                    ORIGINAL bytes)
     jobs/{job_id}/checkpoints/{checkpoint_id}.json  a CheckpointManifest, written last
+    jobs/{job_id}/holds/{token}.json                a commit or restore in progress: what a
+                                                    prune must not delete (see .holds)
+    jobs/{job_id}/prunes/{token}.json               a prune in progress (see .holds)
 
 ``checkpoint_id`` is ``{created_ms:013d}-a{attempt}``, so plain string order is commit order.
 """
@@ -30,8 +35,25 @@ def blobs_prefix(job_id: str) -> str:
     return _job(job_id) + "blobs/"
 
 
-def blob_key(job_id: str, sha256: str) -> str:
+ZSTD_SUFFIX = ".zst"
+
+
+def blob_key(job_id: str, sha256: str, encoding: str = "raw") -> str:
+    """The blob of content ``sha256`` stored with ``encoding`` (``raw`` | ``zstd``): the two
+    encodings live under different keys, so a manifest never names bytes it cannot decode."""
+    if encoding == "zstd":
+        return blobs_prefix(job_id) + sha256 + ZSTD_SUFFIX
+    if encoding != "raw":
+        raise ValueError(f"unknown blob encoding {encoding!r}")
     return blobs_prefix(job_id) + sha256
+
+
+def holds_prefix(job_id: str) -> str:
+    return _job(job_id) + "holds/"
+
+
+def prunes_prefix(job_id: str) -> str:
+    return _job(job_id) + "prunes/"
 
 
 def manifests_prefix(job_id: str) -> str:

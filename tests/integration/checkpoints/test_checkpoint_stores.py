@@ -154,7 +154,9 @@ def test_checkpoint_ids_sort_in_commit_order(store: ObjectStore, tmp_path: Path)
 def test_blobs_without_manifest_are_invisible(store: ObjectStore, tmp_path: Path) -> None:
     class CrashBeforeManifest(Counting):
         def put_bytes(self, key: str, data: bytes) -> None:
-            raise RuntimeError("agent died before writing the manifest")
+            if "/checkpoints/" in key:
+                raise RuntimeError("agent died before writing the manifest")
+            self.inner.put_bytes(key, data)
 
     src = write(tmp_path / "src", {"a": b"aaa", "b": b"bbb"})
     with pytest.raises(RuntimeError):
@@ -174,8 +176,8 @@ def test_corrupted_blob_falls_back_to_previous_checkpoint(
     write(src, {"model.bin": b"epoch-2 " * 1000})
     newer = commit_checkpoint(store, JOB, src, attempt=1)
     assert older and newer
-    newer_blob = next(f.sha256 for f in newer.files if f.path == "model.bin")
-    flip_one_byte(store, keys.blob_key(JOB, newer_blob))
+    newer_blob = next(f for f in newer.files if f.path == "model.bin")
+    flip_one_byte(store, keys.blob_key(JOB, newer_blob.sha256, newer_blob.encoding))
 
     with caplog.at_level(logging.WARNING, logger="scheduler.checkpoints"):
         restored = restore_latest(store, JOB, tmp_path / "dest")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from scheduler.checkpoints import (
     CheckpointStoreError,
@@ -16,7 +18,6 @@ from scheduler.checkpoints import (
     restore_latest,
     scan_checkpoint_dir,
 )
-from scheduler.checkpoints.checkpoints import _hash_file
 
 
 def test_a_crashed_write_leaves_no_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,8 +83,10 @@ def test_rewrite_during_upload_cannot_break_the_checkpoint(tmp_path: Path) -> No
     manifest = commit_checkpoint(store, "j", src, attempt=1)
     assert manifest is not None
     entry = manifest.files[0]
-    blob = tmp_path / "store" / keys.blob_key("j", entry.sha256)
-    assert _hash_file(blob) == (entry.size_bytes, entry.sha256) == (10_000, entry.sha256)
+    blob = tmp_path / "store" / keys.blob_key("j", entry.sha256, entry.encoding)
+    assert entry.encoding == "zstd"  # 10,000 equal bytes compress
+    assert zstandard.decompress(blob.read_bytes()) == b"A" * 10_000
+    assert hashlib.sha256(b"A" * 10_000).hexdigest() == entry.sha256
     assert restore_latest(store, "j", tmp_path / "dest") is not None
 
 
