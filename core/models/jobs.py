@@ -12,13 +12,14 @@ from core.models.base import StrictModel, utcnow
 from core.models.offers import Offer
 from core.models.placements import Placement
 from core.models.specs import JobSpec
+from core.models.work import ProgressPoint
 
 
 class JobState(str, Enum):
     """Lifecycle: pending → provisioning → running → (checkpointing → migrating →
     provisioning …) → succeeded | failed | cancelled | stopped (``stopped``: checkpointed and
-    stopped by the scheduler because its budget or its owner's is exhausted; the committed
-    checkpoint is kept)."""
+    stopped by the scheduler because its budget or its owner's is exhausted, or its GPUs sat
+    idle and its spec has ``stop_when_idle``; the committed checkpoint is kept)."""
 
     PENDING = "pending"
     PROVISIONING = "provisioning"
@@ -46,7 +47,8 @@ class JobEvent(StrictModel):
     kind: str | None = Field(default=None, description="e.g. 'budget' for a budget alert, "
                                                        "'migration' for a price-driven move, "
                                                        "'max-price' when the held price rose "
-                                                       "above max_price_usd_per_hour")
+                                                       "above max_price_usd_per_hour, "
+                                                       "'waste' for a GPU waste alert")
 
 
 class StopKind(str, Enum):
@@ -55,6 +57,7 @@ class StopKind(str, Enum):
     MOVE = "move"
     BUDGET = "budget"
     MAX_PRICE = "max-price"  # the held offer's price rose above max_price_usd_per_hour
+    IDLE = "idle"  # the GPUs were idle and the spec has stop_when_idle
 
 
 class StopRequest(StrictModel):
@@ -66,6 +69,129 @@ class StopRequest(StrictModel):
     reason: str = Field(max_length=500)
     attempt: int = Field(ge=1)
     target: str | None = None
+
+
+# Offers (GPU model × GPU count) a job's learned throughput is kept for: past it the one with
+# the least evidence is dropped (a job record is read every pass; it stays small).
+MAX_MEASURED_RATES = 8
+
+
+class MeasuredRate(StrictModel):
+    """Evidence of a job's throughput on one kind of offer: ``units`` of work done in
+    ``hours`` market hours on ``gpu_count`` × ``gpu_model`` (the whole offer). Its rate is
+    ``units / hours``; evidence of several attempts adds up (an evidence-weighted mean)."""
+
+    gpu_model: str = Field(min_length=1, max_length=128)
+    gpu_count: int = Field(ge=0, le=64)
+    units: float = Field(ge=0)
+    hours: float = Field(ge=0)
+
+    def same_offer_kind(self, gpu_model: str, gpu_count: int) -> bool:
+        return self.gpu_count == gpu_count and self.gpu_model.lower() == gpu_model.lower()
+
+
+class JobProgress(StrictModel):
+    """What the daemon learned from the job's own progress reports.
+
+    - **latest**: the latest progress point recorded (cumulative over the job).
+    - **attempt**, **gpu_model**, **gpu_count**, **time_scale**: the attempt the live points
+      belong to and its offer (``time_scale``: market s per wall s of its placement).
+    - **start**: where that attempt's measurement starts: the first point the daemon saw
+      after the attempt's first one (the first interval is warm-up: start-up, compilation,
+      data loading); ``None`` until then.
+    - **closed**: evidence of earlier attempts, one entry per GPU model and count (at most
+      :data:`MAX_MEASURED_RATES`).
+
+    Point times are the instance's clock: only their differences are used.
+    """
+
+    latest: ProgressPoint | None = None
+    attempt: int = Field(default=0, ge=0)
+    gpu_model: str = ""
+    gpu_count: int = Field(default=0, ge=0)
+    time_scale: float = Field(default=1.0, gt=0)
+    start: ProgressPoint | None = None
+    closed: list[MeasuredRate] = Field(default_factory=list, max_length=MAX_MEASURED_RATES)
+
+    def live(self) -> MeasuredRate | None:
+        """The current attempt's evidence, ``start`` → ``latest`` (``None`` before two
+        usable points)."""
+        if self.start is None or self.latest is None or not self.gpu_model:
+            return None
+        seconds = (self.latest.at - self.start.at).total_seconds()
+        units = self.latest.done - self.start.done
+        if seconds <= 0 or units < 0:
+            return None
+        return MeasuredRate(gpu_model=self.gpu_model, gpu_count=self.gpu_count,
+                            units=units, hours=seconds * self.time_scale / 3600.0)
+
+    def measured(self) -> list[MeasuredRate]:
+        """Every offer kind's evidence: the closed attempts' with the live attempt's added."""
+        out = [r.model_copy() for r in self.closed]
+        live = self.live()
+        if live is not None:
+            _add(out, live)
+        return out
+
+    def rate(self, gpu_model: str, gpu_count: int) -> MeasuredRate | None:
+        """The evidence for one offer kind (GPU models compared case-insensitively)."""
+        return next((r for r in self.measured() if r.same_offer_kind(gpu_model, gpu_count)),
+                    None)
+
+    def observe(self, attempt: int, gpu_model: str, gpu_count: int, time_scale: float,
+                first: ProgressPoint | None, point: ProgressPoint) -> bool:
+        """Take the progress ``point`` an agent of ``attempt`` reported (``first``: the
+        attempt's first point) on an offer of ``gpu_count`` × ``gpu_model``. A new attempt
+        closes the previous one's evidence. Returns whether the measurement changed shape
+        (a new attempt, a start point set or reset): a caller throttling its writes should
+        save such a change at once."""
+        if attempt < self.attempt or (self.latest is not None and attempt == self.attempt
+                                      and point.at < self.latest.at):
+            return False  # an older report than one already taken
+        shaped = False
+        if attempt != self.attempt:
+            live = self.live()
+            if live is not None:
+                _add(self.closed, live)
+            self.attempt, self.gpu_model, self.gpu_count = attempt, gpu_model, gpu_count
+            self.time_scale, self.start = time_scale, None
+            shaped = True
+        if self.start is not None and point.done < self.start.done:
+            self.start = None  # the job counts from lower again (restored from older work)
+            shaped = True
+        if self.start is None and (first is None or point.at > first.at):
+            self.start = point
+            shaped = True
+        self.latest = point
+        return shaped
+
+
+def _add(rates: list[MeasuredRate], extra: MeasuredRate) -> None:
+    """Add ``extra``'s evidence to its offer kind's entry of ``rates`` (in place); past
+    :data:`MAX_MEASURED_RATES` entries the one with the least evidence is dropped."""
+    for r in rates:
+        if r.same_offer_kind(extra.gpu_model, extra.gpu_count):
+            r.units += extra.units
+            r.hours += extra.hours
+            return
+    rates.append(extra.model_copy())
+    if len(rates) > MAX_MEASURED_RATES:
+        rates.remove(min(rates, key=lambda r: r.hours))
+
+
+# GPU behaviours the daemon watches a running job for (:mod:`policies.waste`).
+WASTE_ALERTS = ("low-utilisation", "idle", "slow-steps", "vram-oversized")
+
+
+class WasteAlerts(StrictModel):
+    """Waste alerts of a job: ``open``, the alerts raised in the current episode of their
+    condition for ``attempt`` (one alert per episode; an episode ends when its condition
+    stops holding or the attempt ends), and ``raised``, how many alerts of each kind were
+    ever raised (the ``/metrics`` counter follows it)."""
+
+    attempt: int = Field(default=0, ge=0)
+    open: list[str] = Field(default_factory=list, max_length=len(WASTE_ALERTS))
+    raised: dict[str, int] = Field(default_factory=dict, max_length=len(WASTE_ALERTS))
 
 
 # The tail of a failed command's output kept in the job record, so `status` shows the error
@@ -128,6 +254,11 @@ class Job(StrictModel):
     command_failure: CommandFailure | None = Field(
         default=None, description="the latest non-zero exit of the command: exit code and the "
                                   "last lines of the log")
+    progress: JobProgress = Field(
+        default_factory=JobProgress,
+        description="the job's reported progress and the throughput learned from it")
+    waste: WasteAlerts = Field(default_factory=WasteAlerts,
+                               description="GPU waste alerts raised (policies.waste)")
 
     def remaining_hours(self) -> float | None:
         """``expected_hours`` minus the saved progress (≥ 0), or ``None`` when unknown."""

@@ -14,7 +14,8 @@ from core.models.offers import Offer
 class PlacementEnd(str, Enum):
     """Why a placement ended. ``moved``: the scheduler chose to leave the offer (a
     price-driven migration, or its price rose above the job's ``max_price_usd_per_hour``;
-    after a committed checkpoint); ``stopped``: a budget stop."""
+    after a committed checkpoint); ``stopped``: a budget stop, or an idle stop
+    (``stop_when_idle``)."""
 
     PREEMPTED = "preempted"
     SUCCEEDED = "succeeded"
