@@ -214,7 +214,11 @@ class ReplayCloud:
         env = {k: v for k, v in os.environ.items()
                if k in _HOST_ENV or k.startswith(("LC_", "OPENBLAS_"))}
         env.update(agent_env)
+        offer = self.market.find(rec.offer)
         env.update(
+            # How fast this machine is, for a job that imitates it (after agent_env: the
+            # market's, not the daemon's, to say).
+            SCHED_REPLAY_SPEED=f"{offer.speed if offer is not None else 1.0:g}",
             GA_INSTANCE_ID=rec.id,
             GA_METADATA_URL=f"{self.base_url}/meta/{rec.id}",
             # Each imitated cloud's agent watches its own cloud's notice path.

@@ -80,7 +80,8 @@ class ReplayOffer(GpuMachine):
 
     Prices are USD/hour. ``trace`` (spot only) says when spot capacity exists; ``None`` means
     always. ``spot_prices`` is the spot price over market time. ``interruption_risk`` is the
-    spot market's: the file's value, else derived from the trace, else 0.
+    spot market's: the file's value, else derived from the trace, else 0. ``speed`` is how
+    fast jobs run on it relative to the host (exported to them as ``SCHED_REPLAY_SPEED``).
     """
 
     provider: str
@@ -89,6 +90,7 @@ class ReplayOffer(GpuMachine):
     interruption_risk: float | None = None
     trace: AvailabilityTrace | None = None
     notice: Notice | None = None
+    speed: float = 1.0
 
     def key(self, market: Market) -> OfferKey:
         """The offer key of this offer in ``market``."""
@@ -255,17 +257,18 @@ def _offer_from_spec(spec: OfferSpec, notice_seconds: float) -> ReplayOffer:
         provider=spec.provider, **machine_of(spec),
         on_demand_price_usd_per_hour=spec.on_demand_price_usd_per_hour, spot_prices=spot,
         interruption_risk=spec.interruption_risk,
-        notice=resolve_notice(spec.notice, spec.provider, notice_seconds),
+        notice=resolve_notice(spec.notice, spec.provider, notice_seconds), speed=spec.speed,
     )
 
 
-def _offer_from_entry(entry: CatalogEntry, provider: str, notice: Notice) -> ReplayOffer:
+def _offer_from_entry(entry: CatalogEntry, provider: str, notice: Notice,
+                      speed: float) -> ReplayOffer:
     spot = None
     if entry.spot_price_usd_per_hour is not None:
         spot = PriceSeries(entry.spot_price_usd_per_hour)
     return ReplayOffer(provider=provider, **machine_of(entry), spot_prices=spot,
                        on_demand_price_usd_per_hour=entry.on_demand_price_usd_per_hour,
-                       notice=notice)
+                       notice=notice, speed=speed)
 
 
 def _kept(entry: CatalogEntry, spec: CatalogSpec) -> bool:
@@ -293,7 +296,7 @@ def _catalog_offers(spec: CatalogSpec, field_name: str, market_path: Path,
         raise MarketError(f"{market_path}: {field_name}: the filters keep no GPU row of "
                           f"{spec.path}")
     notice = resolve_notice(spec.notice, spec.provider, notice_seconds)
-    return [_offer_from_entry(e, spec.provider, notice) for e in entries]
+    return [_offer_from_entry(e, spec.provider, notice, spec.speed) for e in entries]
 
 
 class _TraceCache:

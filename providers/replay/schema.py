@@ -24,6 +24,7 @@
         spot_price_series:                      # optional price steps (market hours)
           - {at_hours: 4, price: 0.21}
         notice: {style: azure, seconds: 30}     # optional, see below
+        speed: 0.61                             # optional; how fast jobs run here (1)
     catalogs:                      # real catalogs in SkyPilot vms.csv format
       - path: ${GA_DATA_DIR}/catalogs/aws_skypilot_v7_gpu/vms_gpu_rows_partial.csv
         provider: aws              # default "replay"
@@ -31,10 +32,17 @@
         regions: [us-west-2]
         zones: [usw2-az1]
         notice: {style: gcp}       # optional, for every offer of the catalog
+        speed: 0.375               # optional, for every offer of the catalog (1)
     traces:                        # availability traces for spot offers (any source)
       - {instance_type: p3.2xlarge, zone: usw2-az1, path: ..., provider: aws}   # provider optional
 
 Every offer needs at least one of the two prices.
+
+``speed`` is how fast a job runs on the offer, relative to the machine the replay runs on
+(1: as fast; 0.5: half as fast; between :data:`MIN_SPEED` and :data:`MAX_SPEED`). The replayed
+instance exports it to the agent and so to the job as ``SCHED_REPLAY_SPEED``; a job that
+honours it (``examples/charlm/train.py`` does) stretches its wall time by ``1/speed``. It is
+the market's hidden truth: the daemon never reads it, it measures the job's progress.
 
 ``notice`` says how a reclaimed spot instance of the offer is warned, as the imitated cloud
 does it: ``style`` is where its agent reads the notice (``aws`` IMDSv2, ``aliyun`` ECS
@@ -59,6 +67,10 @@ DEFAULT_NOTICE_SECONDS = 120.0
 # A day: longer than any cloud warns (Alibaba's 5 minutes is the longest), and small enough that
 # a notice's end is a representable time.
 MAX_NOTICE_SECONDS = 86400.0
+# A job 100 times slower than the host would take minutes per demo second; 100 times faster
+# is beyond any GPU generation gap.
+MIN_SPEED = 0.01
+MAX_SPEED = 100.0
 NoticeStyle = Literal["aws", "aliyun", "azure", "gcp", "none"]
 # Each imitated cloud's own way of warning (shared/data/api_examples/NOTICES.md); any other
 # provider name gets AWS's.
@@ -101,6 +113,7 @@ class OfferSpec(StrictModel):
     availability_trace: str | None = None
     spot_price_series: list[PricePointSpec] = Field(default_factory=list)
     notice: NoticeSpec | None = None
+    speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED)
 
     @model_validator(mode="after")
     def _markets_consistent(self) -> OfferSpec:
@@ -132,6 +145,7 @@ class CatalogSpec(StrictModel):
     regions: list[str] | None = None
     zones: list[str] | None = None
     notice: NoticeSpec | None = None
+    speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED)
 
 
 class TraceSpec(StrictModel):

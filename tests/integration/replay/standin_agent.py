@@ -1,8 +1,8 @@
 """A stand-in for the node agent in replay integration tests.
 
-Records what it was started with (``agent-info.json``: pid, cwd, GA_*/TEST_* environment),
-appends its pid to ``starts.log``, writes ``sigterm`` when it gets SIGTERM and exits, and
-otherwise sleeps until killed. ``TEST_EXIT_NOW=1`` (through agent_env) makes it exit at once.
+Records what it was started with (``agent-info.json``: pid, cwd, GA_*/SCHED_*/TEST_*
+environment), appends its pid to ``starts.log``, writes ``sigterm`` when it gets SIGTERM and
+exits, and otherwise sleeps until killed. ``TEST_EXIT_NOW=1`` (through agent_env) makes it exit at once.
 """
 
 import json
@@ -16,7 +16,7 @@ work = Path.cwd()
 with (work / "starts.log").open("a") as log:
     log.write(f"{os.getpid()}\n")
 info = {"pid": os.getpid(), "cwd": str(work),
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("GA_", "TEST_"))}}
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("GA_", "SCHED_", "TEST_"))}}
 tmp = work / "agent-info.json.tmp"
 tmp.write_text(json.dumps(info))
 os.replace(tmp, work / "agent-info.json")

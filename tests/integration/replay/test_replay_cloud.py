@@ -84,7 +84,7 @@ def test_launch_starts_agent_in_its_work_dir(provider: ReplayProvider, state_dir
     url = _cloud_file(state_dir)["url"]
     assert info["env"] == {"GA_INSTANCE_ID": inst.id, "GA_METADATA_URL": f"{url}/meta/{inst.id}",
                            "GA_METADATA_FLAVOR": "aws", "GA_WORK_DIR": raw["work_dir"],
-                           "TEST_SECRET": "s3"}
+                           "SCHED_REPLAY_SPEED": "1", "TEST_SECRET": "s3"}
     # the agent runs in its own session, so it outlives the cloud and the daemon
     assert os.getsid(info["pid"]) == info["pid"]
     assert [i.id for i in provider.describe({TAG_JOB: "job-1-1"})] == [inst.id]
