@@ -5,10 +5,14 @@ reads the latest offers and each job from the store, then::
 
     table, market = market_view(offers, eligible, samples, gap_h)
     jobs_view = job_view(jobs, table, now, restart_overhead_h=..., decision_interval_h=...)
+    speed, rates, ref = offer_speeds(WorkModel.from_spec(job.spec), table, measurements)
+    market = with_speed(market, speed)        # per job; the cached view itself is not copied
     decision = policies.decisions.decide_placement(jobs_view, market)      # pending / migrating
     moves = policies.decisions.should_migrate(jobs_view, market)           # running
 
-Offer ``i`` of the decision is ``offers[i]``. The controller calls these in
+Offer ``i`` of the decision is ``offers[i]``. ``remaining_compute_h`` is then in
+reference-hours (remaining units ÷ ``ref``); a job without a speed model keeps the market view
+without speeds (every offer at the reference speed). The controller calls these in
 :mod:`scheduler.controller.policy_inputs`.
 """
 
@@ -25,6 +29,13 @@ from policies.availability import (
     availability_stats,
     risk_to_mean_up_h,
 )
+from policies.throughput import (
+    Measurement,
+    RateEstimates,
+    WorkModel,
+    estimate_rates,
+    reference_rate,
+)
 from policies.views import (
     NO_OFFER,
     NO_ZONE,
@@ -32,7 +43,10 @@ from policies.views import (
     JobView,
     MarketView,
     OfferTable,
+    with_speed,
 )
+
+__all__ = ["job_view", "market_view", "offer_speeds", "with_speed"]
 
 _FIELDS = AvailabilityStats.__dataclass_fields__
 
@@ -70,7 +84,8 @@ def market_view(offers: Sequence[Offer], eligible: np.ndarray, samples: np.ndarr
         zone_correlation: optional ``(z, z)`` over the table's ``zone_names``.
 
     Returns:
-        ``(table, market)``. Pool stats per job are those of "any eligible spot offer".
+        ``(table, market)``. Pool stats per job are those of "any eligible spot offer". The
+        view has no speeds; attach a job's with :func:`~policies.views.with_speed`.
 
     Raises:
         ValueError: shapes do not match.
@@ -93,6 +108,29 @@ def market_view(offers: Sequence[Offer], eligible: np.ndarray, samples: np.ndarr
     prices = np.array([o.price_usd_per_hour for o in offers], dtype=float)
     return table, MarketView(offers=table, price_usd_per_hour=prices, available=eligible,
                              offer_stats=stats, pool_stats=pool, zone_correlation=zone_correlation)
+
+
+def offer_speeds(model: WorkModel, table: OfferTable, measurements: Sequence[Measurement] = (),
+                 ) -> tuple[np.ndarray, RateEstimates, float]:
+    """The job's speed on each offer of ``table`` (:attr:`MarketView.speed`).
+
+    Args:
+        model: what is known of the job's speed (:meth:`WorkModel.from_spec`).
+        table: the offers (their lower-cased GPU model and GPU count).
+        measurements: the job's measured rates (:class:`~policies.throughput.Measurement`).
+
+    Returns:
+        ``(speed, rates, ref)``: ``(m,)`` rate on each offer ÷ the rate on one reference GPU
+        (reference-hours per hour, finite and > 0), the :class:`RateEstimates` behind it
+        (units per market hour, source, rel_sd), and ``ref``, units per hour on one reference
+        GPU (divide remaining units by it for ``remaining_compute_h``).
+    """
+    names = table.vocab.get("gpu_model", ())
+    models = [names[c] for c in table.labels["gpu_model"]] if names else [""] * len(table)
+    rates = estimate_rates(model, models, table.gpu_count if table.gpu_count.size
+                           else np.ones(len(table), int), measurements)
+    ref, _ = reference_rate(model, measurements)
+    return rates.units_per_h / ref, rates, ref
 
 
 def _index(table: OfferTable) -> dict[str, int]:
