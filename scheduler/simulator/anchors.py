@@ -43,9 +43,10 @@ def cheapest_per_hour(jobs: JobView, market: MarketView) -> Decision:
 def speed_blind(policy: Policy) -> Policy:
     """``policy`` deciding as if every offer ran at speed 1 (the job's progress still follows
     the offers' real speeds in the simulator)."""
+    none = {f.name: f.default_factory() for f in dataclasses.fields(MarketView)
+            if f.name == "speed"}   # the view's own "no speeds" value
+
     @functools.wraps(policy)
     def blind(jobs: JobView, market: MarketView) -> Decision:
-        if getattr(market, "speed", None) is None:
-            return policy(jobs, market)
-        return policy(jobs, dataclasses.replace(market, speed=np.ones(len(market.offers))))
+        return policy(jobs, dataclasses.replace(market, **none))
     return blind

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -69,7 +69,8 @@ class Comparison:
 
 
 def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequence[str],
-            max_ticks: int, with_optimum: bool = True) -> Comparison:
+            max_ticks: int, with_optimum: bool = True,
+            registry: Mapping[str, Policy] | None = None) -> Comparison:
     """Simulate ``job`` under each named policy from each start tick.
 
     Args:
@@ -89,13 +90,15 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
             within the ``max_ticks`` simulated when there is none or it is later (noted).
             Its DP knows one speed for all offers: where the offers' speeds differ it is not
             computed (``optimum_usd`` is ``None``) and a note says so.
+        registry: the policies by name (default :func:`policy_registry`; it must have
+            ``on-demand``).
 
     Raises:
         SimulationError: unknown policy name, a deadline shorter than one tick, as
             :func:`simulate`, or the optimum cannot be computed (as :func:`optimal_cost`;
             it is never left out silently).
     """
-    registry = policy_registry()
+    registry = policy_registry() if registry is None else registry
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise SimulationError(f"unknown policy {unknown[0]!r}; choose from {', '.join(registry)}")

@@ -274,7 +274,8 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
 
     Raises:
         SimulationError: the market is too short for the runs, a run starts before the
-            market's ``known_before_tick``, or the policy chose an offer that is unavailable.
+            market's ``known_before_tick``, the policy chose an offer that is unavailable, or
+            the market has speeds and the job periodic checkpoints.
     """
     starts = np.asarray(start_ticks, dtype=np.int64)
     n = len(starts)
@@ -286,6 +287,11 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
             f"a run starts at tick {int(starts.min())}, before tick {market.known_before_tick} "
             "whose history the market's interruption risks were derived from (that would show "
             "the policy the future): build the market with known_before_tick <= the first start")
+    if market.speed is not None and job.checkpoint_interval_h > 0:
+        # the policies count checkpoint intervals in clock hours on the current instance,
+        # the simulator in progress: with speeds they differ, so only continuous checkpoints
+        raise SimulationError("periodic checkpoints (checkpoint_interval_h > 0) are not "
+                              "simulated on a market with speeds: use 0 (continuous)")
     limit = market.ticks - int(starts.max(initial=0))
     max_ticks = limit if max_ticks is None else max_ticks
     if max_ticks > limit or max_ticks <= 0:

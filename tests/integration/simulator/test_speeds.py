@@ -1,0 +1,95 @@
+"""Per-offer speeds in the simulator: progress at dt × speed, the same speed for the policy,
+and the heterogeneous benchmark's comparison on a market small enough to work out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.heterogeneous.run import JobType, run_job, table_speed
+from core.models import JobSpec
+from policies import baselines
+from policies.gpu_table import gpu_spec
+from providers.replay.market import ReplayMarket, ReplayOffer, load_market
+from scheduler.simulator.anchors import cheapest_per_hour
+from scheduler.simulator.market import SimulationError, build_sim_market
+from scheduler.simulator.runner import CHEAPEST_PER_HOUR, OURS, compare
+from scheduler.simulator.simulate import SimJob, simulate
+from tests.integration.simulator.conftest import write_market
+
+TICK = 1 / 6
+
+
+def _market(tmp_path, speeds, trace=(1,) * 60):
+    """Zone ``a``: on-demand $3/h (offer 0) and spot $1/h (offer 1), the given speeds."""
+    path = write_market(tmp_path, {"a": list(trace)})
+    return build_sim_market(load_market(path), JobSpec(name="t", command="true"), len(trace),
+                            speed=lambda offers: np.array(speeds, dtype=float))
+
+
+def test_progress_advances_at_the_offers_speed(tmp_path):
+    market = _market(tmp_path, [0.5, 2.0])
+    # on-demand at half speed: one tick of overhead, then 0.5 reference-hours take 1 h
+    r = simulate(baselines.on_demand, market, SimJob(0.5, None, TICK), np.array([0]), max_ticks=60)
+    assert r.finish_h[0] == pytest.approx(TICK + 1.0)
+    assert r.cost_usd[0] == pytest.approx(3.0 * (TICK + 1.0))
+    # spot at double speed: 0.5 reference-hours take 0.25 h after the overhead
+    spot = simulate(cheapest_per_hour, market, SimJob(0.5, None, TICK), np.array([0]),
+                    max_ticks=60)
+    assert spot.finish_h[0] == pytest.approx(TICK + 0.25)
+    assert spot.cost_usd[0] == pytest.approx(1.0 * (TICK + 0.25))
+
+
+def test_speeds_of_one_change_nothing(tmp_path, sim_market):
+    plain = sim_market({"a": [1, 1, 0, 0, 1, 1] * 10})
+    ones = _market(tmp_path, [1.0, 1.0], [1, 1, 0, 0, 1, 1] * 10)
+    job = SimJob(2.0, 4.0, TICK)
+    for name in ("arbiter", "greedy", "cheapest-per-hour"):
+        a = compare(plain, job, np.array([0, 5]), [name], 40, with_optimum=False)
+        b = compare(ones, job, np.array([0, 5]), [name], 40, with_optimum=False)
+        assert a.results[name].cost_usd == pytest.approx(b.results[name].cost_usd), name
+        assert a.results[name].finish_h == pytest.approx(b.results[name].finish_h), name
+
+
+def test_optimum_skipped_with_a_note_where_speeds_differ(tmp_path):
+    comp = compare(_market(tmp_path, [0.5, 2.0]), SimJob(0.5, None, TICK), np.array([0]),
+                   ["arbiter"], 30)
+    assert comp.optimum_usd is None
+    assert any("different speeds" in note for note in comp.notes), comp.notes
+
+
+def test_bad_speeds_and_periodic_checkpoints_are_refused(tmp_path):
+    with pytest.raises(SimulationError, match="finite and > 0"):
+        _market(tmp_path, [0.0, 1.0])
+    market = _market(tmp_path, [0.5, 2.0])
+    with pytest.raises(SimulationError, match="periodic checkpoints"):
+        simulate(baselines.on_demand, market, SimJob(0.5, None, TICK, checkpoint_interval_h=1.0),
+                 np.array([0]), max_ticks=10)
+
+
+def _offer(itype: str, gpu: str, price: float) -> ReplayOffer:
+    return ReplayOffer(provider="hand", instance_type=itype, gpu_model=gpu, gpu_count=1,
+                       vram_gib=24, vcpus=8, memory_gib=32, region="r", zone="r",
+                       on_demand_price_usd_per_hour=price, spot_prices=None)
+
+
+def test_benchmark_prefers_the_cheaper_offer_to_finish(tmp_path):
+    # T4 $0.30/h is the cheapest per hour but does 0.15 or so of an A100-80GB's work: per
+    # reference-hour $0.30 / 0.15 = $2, the RTX 4090 $0.50 / 0.74 = $0.68, the A100 $2.00
+    replay = ReplayMarket(name="hand", path=Path(tmp_path), time_scale=1.0, notice_seconds=120,
+                          start_offset_hours=0.0, offers=[
+                              _offer("t4", "T4", 0.30), _offer("4090", "RTX4090", 0.50),
+                              _offer("a100", "A100-80GB", 2.00)])
+    job = JobType("hand", "transformer", 16, 2.0)
+    res = run_job(replay, job, np.array([1, 3]), 6 * 20)
+    speed = {g: gpu_spec(g).relative("transformer") for g in ("T4", "RTX4090")}
+    assert speed["T4"] < 0.3 < speed["RTX4090"]          # the table's premise for the sums
+    ours, anchor = res["rows"][OURS], res["rows"][CHEAPEST_PER_HOUR]
+    # both pay the 0.2 h restart overhead, then the work at the offer's speed
+    assert anchor["cost_usd"] == pytest.approx(0.30 * (0.2 + 2.0 / speed["T4"]))
+    assert ours["cost_usd"] == pytest.approx(0.50 * (0.2 + 2.0 / speed["RTX4090"]))
+    assert ours["cost_usd"] < anchor["cost_usd"]
+    assert ours["finish_h"] < anchor["finish_h"]
+    assert table_speed("transformer")([]).shape == (0,)
