@@ -65,6 +65,13 @@ from functools import lru_cache
 
 WORKLOADS = ("transformer", "cnn", "generic")
 
+BENCHMARK_FAMILY = {
+    "bert_base": "transformer", "bert_large": "transformer",
+    "transformer_xl_base": "transformer", "transformer_xl_large": "transformer",
+    "resnet50": "cnn", "ssd300": "cnn", "maskrcnn": "cnn",
+}
+"""The workload family of each benchmark name :attr:`GpuRow.benchmarks` may hold."""
+
 PRIOR_REL_SD = {"benchmark": 0.35, "formula": 0.5}
 """Relative standard deviation (of the log-normal prior) of a row's relatives for a job the
 table knows nothing else about: the benchmarks of one family spread by about ±25 % around their
@@ -109,12 +116,14 @@ class GpuRow:
     source: str = ""
 
     def relative(self, workload: str) -> float:
-        """Relative throughput for ``workload`` (``transformer`` | ``cnn`` | ``generic``, or a
-        benchmark name of :attr:`benchmarks`, e.g. ``bert_large``); unknown names and
-        benchmarks this row lacks give ``generic``."""
+        """Relative throughput for ``workload``: ``transformer`` | ``cnn`` | ``generic``, or a
+        benchmark of :data:`BENCHMARK_FAMILY` (e.g. ``bert_large``; a row without it gives
+        that benchmark's family). Any other name gives ``generic``."""
         if workload in WORKLOADS:
             return float(getattr(self, workload))
-        return float(self.benchmarks.get(workload, self.generic))
+        if workload in self.benchmarks:
+            return float(self.benchmarks[workload])
+        return float(getattr(self, BENCHMARK_FAMILY.get(workload, "generic")))
 
 
 def spec_relative(fp32_tflops: float | None, bandwidth_gbs: float, workload: str) -> float:

@@ -83,8 +83,9 @@ class Measurement:
 class WorkModel:
     """What is known of a job's speed before measuring it.
 
-    ``workload``: ``transformer`` | ``cnn`` | ``generic``, or a benchmark name of the table
-    (e.g. ``bert_large``; models without it use their ``generic`` relative). ``declared``:
+    ``workload``: ``transformer`` | ``cnn`` | ``generic``, or a benchmark of
+    :data:`~policies.gpu_table.BENCHMARK_FAMILY` (e.g. ``bert_large``; models without it use
+    that benchmark's family). ``declared``:
     lower-cased GPU model → units per hour on ONE GPU. ``scaling_efficiency``: e of
     :func:`scaling`. ``reference_gpu``: the GPU model of :func:`reference_rate`.
     """

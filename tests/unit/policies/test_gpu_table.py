@@ -44,8 +44,10 @@ def test_family_relatives_worked_by_hand_for_the_rtx_4090():
     # generic: √(0.74005 × 0.82495) = 0.78134.
     assert row.generic == pytest.approx(0.7813, abs=1e-4)
     assert row.basis == "benchmark" and row.relative("cnn") == row.cnn
-    # A benchmark the row lacks falls back to generic.
-    assert row.relative("maskrcnn") == row.generic
+    # A benchmark the row lacks gives its family; an unknown workload generic.
+    assert row.relative("maskrcnn") == row.cnn
+    assert row.relative("tacotron2") == row.generic
+    assert gpu_spec("T4").relative("bert_large") == gpu_spec("T4").transformer
 
 
 def test_the_reference_is_one_and_every_row_is_positive_and_sourced():
