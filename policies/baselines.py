@@ -24,6 +24,12 @@ the same way. Re-implemented from their descriptions:
 
 In multi-zone markets the single-zone policies stay on their spot zone while it lasts and
 otherwise take the cheapest available spot offer.
+
+Speeds (:attr:`policies.views.MarketView.speed`): these policies choose by price per hour, as
+published, whatever the speeds. Their deadline arithmetic honours them: the work left
+(reference-hours) takes ``c / s`` hours on the on-demand offer they would launch (the cheapest
+by price), and an interval on spot offer ``j`` progresses ``s_j / s`` of those hours per hour;
+Uniform Progress's line stays in reference-hours. Without speeds every ``s`` is 1 (as before).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from policies.deadline import EPS_H, has_deadline
+from policies.risk import speed_of
 from policies.views import NO_OFFER, NO_ZONE, Decision, JobView, MarketView, Reason
 
 
@@ -69,8 +76,28 @@ def on_demand(jobs: JobView, market: MarketView) -> Decision:
     return Decision(offer, np.where(offer == NO_OFFER, Reason.NOTHING_AVAILABLE, reason))
 
 
-def _slack_h(jobs: JobView) -> np.ndarray:
-    return jobs.time_to_deadline_h - jobs.remaining_compute_h
+def _speed_at(market: MarketView, idx: np.ndarray) -> np.ndarray | None:
+    """``(n,)`` speed of offer ``idx[i]`` for job ``i`` (1 for :data:`NO_OFFER`), ``None``
+    without speeds."""
+    speed = speed_of(market)
+    if speed is None:
+        return None
+    n = len(idx)
+    row = np.broadcast_to(speed, (n, speed.shape[-1]))[np.arange(n), np.maximum(idx, 0)]
+    return np.where(idx == NO_OFFER, 1.0, row)
+
+
+def _od_hours(jobs: JobView, od_speed: np.ndarray | None) -> np.ndarray:
+    """Hours the work left takes on the on-demand offer (``c / s``; ``c`` without speeds)."""
+    c = jobs.remaining_compute_h
+    if od_speed is None:
+        return c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(od_speed > 0, c / np.where(od_speed > 0, od_speed, 1.0), np.inf)
+
+
+def _slack_h(jobs: JobView, od_speed: np.ndarray | None = None) -> np.ndarray:
+    return jobs.time_to_deadline_h - _od_hours(jobs, od_speed)
 
 
 def greedy(jobs: JobView, market: MarketView) -> Decision:
@@ -78,14 +105,21 @@ def greedy(jobs: JobView, market: MarketView) -> Decision:
     leaves time for on-demand (``r - g >= c + d``); on-demand otherwise."""
     spot, od, _, on_spot, on_od = _masks(jobs, market)
     g, d = jobs.decision_interval_h, jobs.restart_overhead_h
-    slack = np.where(has_deadline(jobs), _slack_h(jobs), np.inf)
+    od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
+    od_speed = _speed_at(market, od_pick)
+    slack = np.where(has_deadline(jobs), _slack_h(jobs, od_speed), np.inf)
     spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
     # A spot interval is safe when, reclaimed at its end, on-demand still fits (progress on a
-    # new instance is max(0, g - d), on the current one max(0, g - o)).
+    # new instance is max(0, g - d), on the current one max(0, g - o); with speeds, each of
+    # its hours is worth s_spot / s_od hours of the on-demand offer).
     owed = np.where(still, jobs.overhead_left_h, d)
-    spot_ok = slack - g + np.maximum(0.0, g - owed) >= d - EPS_H
+    progress = np.maximum(0.0, g - owed)
+    if od_speed is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            progress = progress * np.where(od_speed > 0, _speed_at(market, spot_pick)
+                                           / np.where(od_speed > 0, od_speed, 1.0), 0.0)
+    spot_ok = slack - g + progress >= d - EPS_H
     wait_ok = slack - g >= d - EPS_H
-    od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
     use_spot = (spot_pick != NO_OFFER) & spot_ok & ~(on_od & ~wait_ok)
     offer = np.where(use_spot, spot_pick, np.where(wait_ok, NO_OFFER, od_pick))
     reason = np.where(use_spot, Reason.SPOT,
@@ -128,9 +162,10 @@ def _uniform_progress(jobs: JobView, market: MarketView, hysteresis: bool) -> De
     spot_pick, still = _spot_choice(jobs, market, spot, on_spot)
     has_spot = spot_pick != NO_OFFER
     od_pick = np.where(on_od, jobs.current, _cheapest(market, od))
+    c_od = _od_hours(jobs, _speed_at(market, od_pick))    # hours on the on-demand offer
     idle = ~running | (on_spot & ~still)
-    net_2d = timed & (_ceil_ticks(c + 2 * d, g) >= left) & (idle | on_od)
-    net_d = timed & (_ceil_ticks(c + d, g) >= left)
+    net_2d = timed & (_ceil_ticks(c_od + 2 * d, g) >= left) & (idle | on_od)
+    net_d = timed & (_ceil_ticks(c_od + d, g) >= left)
     keep_spot = net_d & on_spot & still & (jobs.overhead_left_h < 1e-9)
     offer = np.full(len(jobs), NO_OFFER)
     reason = np.full(len(jobs), int(Reason.WAIT_FOR_SPOT))

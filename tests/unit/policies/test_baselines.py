@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from policies import baselines
-from policies.views import NO_OFFER, JobView, Reason
+from policies.views import NO_OFFER, JobView, Reason, with_speed
 from tests.unit.policies.views_builder import OD, SPOT, market, offers
 
 MODELS = offers(("a", SPOT, 1.0), ("a", OD, 3.0))
@@ -82,3 +82,24 @@ def test_skypilot_failover_vs_eager_next_region():
         baselines.skypilot(JobView.build(1), mk, "random")
     assert baselines.skypilot(JobView.build(1, current=1), mk).offer[0] == 1
     assert np.all(baselines.skypilot(JobView.build(1), mk).offer >= 0)
+
+
+def test_baselines_choose_by_price_but_time_the_deadline_at_the_offers_speed():
+    # the on-demand offer runs at half the reference speed: 10 ref-h take 20 h there
+    slow = with_speed(market(MODELS, available=[False, True]), [1.0, 0.5])
+    # 25 h left: slack 25 - 20 = 5; waiting a tick keeps 4.75 >= d = .5
+    assert baselines.greedy(job(25.0), slow).offer[0] == NO_OFFER
+    # 20.6 h left: 20.35 < 20 + .5, on-demand now (at speed 1 it would still wait: 10.35 h)
+    assert baselines.greedy(job(20.6), slow).offer[0] == 1
+    assert baselines.greedy(job(20.6), DOWN).offer[0] == NO_OFFER
+    # on a warm spot instance with 20.4 h left (slack .4): a tick on a spot twice as fast as
+    # the on-demand is worth .5 h of it, .4 - .25 + .5 = .65 >= d, keep spot; on a spot as
+    # slow as the on-demand .4 - .25 + .25 = .4 < .5, on-demand
+    warm = job(20.4, current=0, since_start_h=1.0)
+    assert baselines.greedy(warm, with_speed(UP, [1.0, 0.5])).offer[0] == 0
+    assert baselines.greedy(warm, with_speed(UP, [0.5, 0.5])).offer[0] == 1
+    # Uniform Progress's safety net: ceil(20 + .5) = 20.5 >= floor(20.6) = 20.5: on-demand
+    assert baselines.uniform_progress(job(20.6), slow).reason[0] == Reason.SAFETY_NET
+    assert baselines.uniform_progress(job(20.6), DOWN).reason[0] != Reason.SAFETY_NET
+    # the choice stays "cheapest $/h": speeds do not change which offer is launched
+    assert baselines.on_demand(job(40.0), slow).offer[0] == 1
