@@ -39,19 +39,19 @@ from the reference data in ``shared/data/gpus`` (collected from public sources, 
   ============  =====  =====  ==========================  =========================
   workload        a      b    RMS error (log, fit rows)   worst row
   ============  =====  =====  ==========================  =========================
-  transformer   0.170  0.942  0.16 (×1.17)                0.29 (×1.34, Quadro 6000)
+  transformer   0.170  0.942  0.16 (×1.17)                0.29 (×1.34, V100-32GB)
   cnn           0.111  0.696  0.11 (×1.11)                0.32 (×1.37, B200)
-  generic       0.141  0.819  0.12 (×1.12)                0.28 (×1.33)
+  generic       0.141  0.819  0.12 (×1.12)                0.28 (×1.33, B200)
   ============  =====  =====  ==========================  =========================
 
-  (Dense tensor TFLOPS would be the natural compute term, but no source gives it for 7 of the
-  benchmarked rows; fitted on the 14 that have it, the error was no smaller.) Without an FP32
-  figure (H100 NVL) the bandwidth term alone is used, fitted the same way (b = 0.939, 0.694,
-  0.816; RMS 0.21, 0.14, 0.16). Checked against benchmarks that are not in the fit: MLPerf
-  v3.1 ResNet-50 (8 GPUs, × A100-80GB PCIe's 0.965) puts L40S at 0.67 and L40 at 0.61 (formula
-  0.65, 0.65); Gavel's fp32 Transformer puts K80 at 0.24 and P100 at 0.62 of a V100 (formula
-  0.26 and 0.84); MLPerf v3.1 ResNet-50 at 2 GPUs puts the A10G at 0.28 (formula 0.45: the
-  A10G's tensor rate is below the A10's, which FP32 cannot see). AMD rows (MI250X, MI300X)
+  (Dense tensor TFLOPS would be the natural compute term, but no source gives it for 6 of the 20
+  rows; fitted on the 14 that have it, the error was no smaller: RMS 0.16, 0.13, 0.13.) Without
+  an FP32 figure (H100 NVL) the bandwidth term alone is used, fitted the same way (b = 0.939,
+  0.694, 0.816; RMS 0.21, 0.14, 0.16). Checked against benchmarks that are not in the fit:
+  MLPerf v3.1 ResNet-50 (8 GPUs, × A100-80GB PCIe's 0.965) puts L40S at 0.67 and L40 at 0.61
+  (formula 0.65, 0.65); Gavel's fp32 Transformer puts K80 at 0.24 and P100 at 0.62 of a V100
+  (formula 0.26 and 0.84); MLPerf v3.1 ResNet-50 at 2 GPUs puts the A10G at 0.28 (formula 0.45:
+  the A10G's tensor rate is below the A10's, which FP32 cannot see). AMD rows (MI250X, MI300X)
   extrapolate an NVIDIA fit and are likely optimistic. The estimates' ``rel_sd`` says how much
   to trust a row (:data:`PRIOR_REL_SD`).
 """
