@@ -8,8 +8,8 @@ Rates are **units per market hour for the whole offer** (``units_per_h``); a job
 The model, in log space (so every ratio is geometric and every sd is a relative sd):
 
 - **Prior** of GPU model ``g`` (per GPU): ``log rate_g = log(relative_g(workload)) + c0``, where
-  ``c0`` is the mean log ratio declared/relative over the declared models (0 without any: the
-  unit is then the reference-hour). Its error is ``δ + ε_g``: ``δ`` is common to the job (how
+  ``c0`` is the mean log ratio declared/relative over the declared models the table knows (all
+  declared ones if it knows none; 0 without any: the unit is then the reference-hour). Its error is ``δ + ε_g``: ``δ`` is common to the job (how
   this job differs from the benchmarks; sd :data:`JOB_SCALE_SD`, or :data:`DECLARED_REL_SD`
   when declarations pin the scale) and ``ε_g`` is the table's error on that model
   (:data:`MODEL_REL_SD`: 0.25 for a benchmark row, 0.43 for a formula row, 0.97 for a model the
@@ -185,7 +185,10 @@ def _beliefs(model: WorkModel, names: set[str],
     measured = {k: (s / h, h) for k, (s, h) in sums.items()}
 
     table = {k: _prior(k, model.workload) for k in names | set(measured) | set(declared)}
-    c0 = (sum(declared[k] - table[k][0] for k in declared) / len(declared)) if declared else 0.0
+    # The job's units from its declarations: models the table knows set them (a declared model
+    # it lacks has only the conservative prior to compare with), else all declared ones.
+    anchors = [k for k in declared if gpu_spec(k) is not None] or list(declared)
+    c0 = sum(declared[k] - table[k][0] for k in anchors) / len(anchors) if anchors else 0.0
     tau = DECLARED_REL_SD if declared else JOB_SCALE_SD
 
     def predicted(k: str) -> tuple[float, float]:   # (log mean, ε sd) before calibration

@@ -96,6 +96,18 @@ def test_declared_beats_the_prior_and_sets_the_units():
     assert est.rel_sd == pytest.approx([0.15, 0.29155], abs=1e-4)
 
 
+def test_declarations_of_two_models_and_of_one_the_table_lacks():
+    # A100-80GB 3,600/h (c = ln 3600) and V100 2 × 0.4008 × 3,600/h (c = ln 7200): the others
+    # take the geometric mean, 3600 × √2 = 5091.2 per reference-hour; the RTX3060 declaration
+    # holds for the RTX3060 but does not set the scale.
+    model = WorkModel(workload="transformer",
+                      declared={"a100-80gb": 3600.0, "v100": 2 * V100_T * 3600, "rtx3060": 1e9})
+    est = estimate_rates(model, ["RTX4090", "RTX3060", "V100"], [1, 1, 1], [])
+    assert est.units_per_h == pytest.approx([RTX4090_T * 5091.17, 1e9, 2 * V100_T * 3600],
+                                            rel=1e-5)
+    assert est.source == ("prior", "declared", "declared")
+
+
 def test_measurement_beats_a_declaration():
     model = WorkModel(declared={"v100": 2000.0})
     # Measured 1,000 over 10 h: prior var 0.15² = 0.0225 vs 0.0004: weight 0.0004/0.0229 on
