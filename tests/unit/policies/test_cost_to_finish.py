@@ -133,6 +133,38 @@ def test_a_two_gpu_offer_scales_with_its_efficiency():
     assert placed.offer[0] == 1 and placed.reason[0] == Reason.ON_DEMAND_NEEDED
 
 
+def test_a_job_whose_on_demand_gpu_turns_out_too_slow_moves_to_a_fast_one():
+    # 6 ref-h left, 11 h to the deadline, on the slow on-demand (speed .5: 12 h > 11): the
+    # fast on-demand needs 6 + .5 = 6.5 h, in time: safety net
+    on_slow = timed(11.0, remaining_compute_h=6.0, current=2, since_start_h=5.0)
+    moved = should_migrate(on_slow, deadline_market())
+    assert moved.target[0] == 3 and moved.reason[0] == Reason.SAFETY_NET
+    # with 13 h to go the slow on-demand is in time (12 h) and the cheapest: it stays
+    calm = timed(13.0, remaining_compute_h=6.0, current=2, since_start_h=5.0)
+    assert should_migrate(calm, deadline_market()).reason[0] == Reason.CONTINUE
+
+
+def test_too_late_on_a_slow_spot_the_job_finishes_earliest_on_the_fast_on_demand():
+    # 10 ref-h, 10 h left: the slow spot needs 20 h, the fast on-demand 10.5 h: neither is in
+    # time, the on-demand finishes first
+    late = timed(10.0, current=0, since_start_h=5.0)
+    moved = should_migrate(late, deadline_market())
+    assert moved.target[0] == 3 and moved.reason[0] == Reason.DEADLINE_INFEASIBLE
+    # on the fast spot (10 h) staying finishes before the on-demand (10.5 h): it stays
+    stay = should_migrate(timed(10.0, current=1, since_start_h=5.0), deadline_market())
+    assert stay.target[0] == 1 and stay.reason[0] == Reason.DEADLINE_INFEASIBLE
+
+
+def test_speeds_per_job_on_one_shared_market():
+    # A100 on-demand $1.50 and V100 on-demand $0.92. Job 0 runs on the V100 at .375 of an A100
+    # (2.45 $/ref-h: the A100 wins), job 1 at .9 (1.02 $/ref-h: the V100 wins)
+    shared = market(offers(("a", OD, 1.50), ("b", OD, 0.92)), n=2)
+    mk = with_speed(shared, [[1.0, 0.375], [1.0, 0.9]])
+    jobs = JobView.build(2, compute_h=10.0, remaining_compute_h=10.0, restart_overhead_h=0.2)
+    assert list(decide_placement(jobs, mk).offer) == [0, 1]
+    assert shared.speed.size == 0
+
+
 NEVER = 1e12   # a spot offer that is never reclaimed: no inflation
 
 
