@@ -3,11 +3,12 @@
 The market (:mod:`benchmarks.heterogeneous.market`) is built at run time from the real catalogs
 and availability traces in the shared data folder (``GA_DATA_DIR``). Each job type needs some
 reference-hours of work (hours on one A100-80GB, the reference); one market hour on an offer
-does ``speed`` reference-hours, the GPU table's relative throughput for the job's workload
-(:mod:`policies.gpu_table`: Lambda's fp16 one-GPU benchmarks where they exist, the spec formula
-otherwise) times ``1 + (n - 1) × 0.9`` for an ``n``-GPU offer. That is the prior
-:mod:`policies.throughput` gives a job that has not reported progress yet; the simulated job
-runs at exactly that speed (the prior is right: no learning is exercised here).
+does ``speed`` reference-hours: what :func:`policies.throughput.estimate_rates` gives the job's
+``WorkModel`` before any progress report (the simulator's default,
+:func:`scheduler.simulator.speeds.spec_speeds`), i.e. the GPU table's relative throughput for
+the job's workload (:mod:`policies.gpu_table`: Lambda's fp16 one-GPU benchmarks where they
+exist, the spec formula otherwise) times ``1 + (n - 1) × 0.9`` for an ``n``-GPU offer. The
+simulated job runs at exactly that speed (the prior is right: no learning is exercised here).
 
 Policies, all through :func:`scheduler.simulator.runner.compare` on the same starts:
 
@@ -41,8 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.heterogeneous.market import build_market
 from core.config import shared_data_dir
-from core.models import JobSpec, Offer
-from policies.gpu_table import gpu_spec
+from core.models import JobSpec
 from policies.views import NO_OFFER
 from providers.replay.market import ReplayMarket
 from scheduler.simulator.market import SimMarket, build_sim_market
@@ -74,8 +74,11 @@ class JobType:
     deadline_h: float | None = None
 
     def spec(self) -> JobSpec:
+        """Its spec: the resources, and the workload that chooses the GPU table's priors."""
         return JobSpec(name=re.sub(r"[^a-z0-9]+", "-", self.name).strip("-"), command="true",
-                       resources={"min_vram_gib": self.min_vram_gib})
+                       resources={"min_vram_gib": self.min_vram_gib},
+                       work={"workload": self.workload,
+                             "scaling_efficiency": SCALING_EFFICIENCY})
 
 
 JOBS = (
@@ -86,21 +89,6 @@ JOBS = (
     JobType("cnn", "cnn", 12, 24.0),
     JobType("cnn, deadline 48 h", "cnn", 12, 24.0, 48.0),
 )
-
-
-def table_speed(workload: str, efficiency: float = SCALING_EFFICIENCY):
-    """Speed function for :func:`build_sim_market`: each offer's GPU-table relative for
-    ``workload`` × ``1 + (gpu_count - 1) × efficiency``. Raises ``KeyError`` for a GPU model
-    the table does not know."""
-    def speeds(offers: list[Offer]) -> np.ndarray:
-        out = []
-        for o in offers:
-            row = gpu_spec(o.gpu_model)
-            if row is None:
-                raise KeyError(f"GPU model {o.gpu_model!r} is not in policies/gpu_table.py")
-            out.append(row.relative(workload) * (1 + (max(o.gpu_count, 1) - 1) * efficiency))
-        return np.array(out)
-    return speeds
 
 
 def _recording(policy, seen: list[np.ndarray]):
@@ -128,8 +116,7 @@ def run_job(replay: ReplayMarket, job: JobType, starts: np.ndarray, max_ticks: i
             policies=POLICIES) -> dict:
     """Simulate one job type under ``policies``; a dict of per-policy rows and notes."""
     sim = build_sim_market(replay, job.spec(), int(starts.max()) + max_ticks + 1,
-                           known_before_tick=int(starts.min()),
-                           speed=table_speed(job.workload))
+                           known_before_tick=int(starts.min()))
     registry = policy_registry()
     recorded: dict[str, list[np.ndarray]] = {p: [] for p in policies}
     registry.update({p: _recording(registry[p], recorded[p]) for p in policies})

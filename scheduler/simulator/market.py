@@ -163,8 +163,10 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
         known_before_tick: absolute tick of the first simulated start (>= 0): the trace
             before it is the history that derives interruption risks the file does not give.
         speed: the eligible offers' speeds (``offers -> (m,)``, relative to the job's
-            reference); default :func:`~scheduler.simulator.speeds.spec_speeds` (none, all
-            at 1, when the spec has neither ``work`` nor ``reference_gpu``).
+            reference). Default: the market file's per-offer ``speed`` factors when one is
+            not 1 (how fast the replayed world runs jobs there), else
+            :func:`~scheduler.simulator.speeds.spec_speeds` (none, all at 1, when the spec
+            has neither ``work`` nor ``reference_gpu``).
 
     Raises:
         SimulationError: ``ticks``/``tick_s`` not positive, ``known_before_tick`` outside
@@ -200,7 +202,8 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     pool_stats = availability_stats(pool, tick_h)
     if not table.is_spot.any():
         pool_stats = AvailabilityStats(**{**pool_stats.__dict__, "frac": np.zeros(ticks)})
-    speed = spec_speeds(spec) if speed is None else speed
+    if speed is None:
+        speed = _file_speeds(market) or spec_speeds(spec)
     speeds = None
     if speed is not None:
         speeds = np.asarray(speed([models[i] for i in keep]), dtype=float)
@@ -218,6 +221,14 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
         known_before_tick=known_before_tick, baseline=baseline, baseline_note=note,
         speed=speeds,
     )
+
+
+def _file_speeds(market: ReplayMarket) -> SpeedFn | None:
+    """The market file's per-offer speed factors, or ``None`` when all are 1."""
+    by_key = {o.key(mk): float(getattr(o, "speed", 1.0)) for o, mk in _sources(market)}
+    if all(v == 1.0 for v in by_key.values()):
+        return None
+    return lambda offers: np.array([by_key[o.key] for o in offers])
 
 
 def _baseline(market: ReplayMarket, spec: JobSpec, ticks: int, tick_s: float,

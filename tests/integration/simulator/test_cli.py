@@ -158,3 +158,26 @@ def test_fractional_deadline_is_rounded_and_said(job_file):
     assert "deadline 3.05 h rounded down to 3 h" in result.stderr
     assert "omniscient optimum: mean $" in result.stderr
     assert "gap_to_optimum" in json.loads(result.stdout)[0]
+
+
+def test_offer_speeds_rank_by_cost_to_finish(tmp_path, job_file):
+    # a T4 at $0.30/h doing 0.15 of the reference's work per hour ($2 per reference-hour) and
+    # an RTX 4090 at $0.50/h doing 0.6 ($0.83): the market file gives the speeds
+    (tmp_path / "m.yaml").write_text(
+        "name: speeds\noffers:\n"
+        "  - {provider: aws, region: r, zone: a, instance_type: t4, gpu_model: T4, gpu_count: 1,"
+        " vram_gib: 16, vcpus: 4, memory_gib: 16, on_demand_price_usd_per_hour: 0.3, speed: 0.15}\n"
+        "  - {provider: aws, region: r, zone: a, instance_type: rtx, gpu_model: RTX4090,"
+        " gpu_count: 1, vram_gib: 24, vcpus: 8, memory_gib: 32, on_demand_price_usd_per_hour: 0.5,"
+        " speed: 0.6}\n")
+    result = run(job_file, "--market", tmp_path / "m.yaml", "--compute-hours", 2,
+                 "--restart-overhead-hours", 0, "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["policy"]: r for r in json.loads(result.stdout)}
+    assert {"cheapest-per-hour", "arbiter-per-hour"} <= set(rows)
+    # the slow offer's 13.3 h fit in the simulated horizon: every run finished
+    assert rows["cheapest-per-hour"]["unfinished"] == 0
+    assert rows["cheapest-per-hour"]["cost_usd_mean"] == pytest.approx(0.3 * 2 / 0.15)
+    assert rows["arbiter"]["cost_usd_mean"] == pytest.approx(0.5 * 2 / 0.6)
+    assert rows["arbiter"]["finish_h"] == pytest.approx(2 / 0.6)
+    assert "different speeds" in result.stderr

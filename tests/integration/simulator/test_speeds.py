@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.heterogeneous.run import JobType, run_job, table_speed
+from benchmarks.heterogeneous.run import JobType, run_job
 from core.models import JobSpec
 from policies import baselines
 from policies.gpu_table import gpu_spec
@@ -92,4 +92,24 @@ def test_benchmark_prefers_the_cheaper_offer_to_finish(tmp_path):
     assert ours["cost_usd"] == pytest.approx(0.50 * (0.2 + 2.0 / speed["RTX4090"]))
     assert ours["cost_usd"] < anchor["cost_usd"]
     assert ours["finish_h"] < anchor["finish_h"]
-    assert table_speed("transformer")([]).shape == (0,)
+
+
+def test_speeds_from_the_market_file_and_from_the_spec(tmp_path):
+    (tmp_path / "m.yaml").write_text(
+        "name: m\noffers:\n"
+        "  - {provider: aws, region: r, zone: a, instance_type: slow, gpu_model: T4, gpu_count: 1,"
+        " vram_gib: 16, vcpus: 4, memory_gib: 16, on_demand_price_usd_per_hour: 1, speed: 0.5}\n"
+        "  - {provider: aws, region: r, zone: a, instance_type: fast, gpu_model: RTX4090,"
+        " gpu_count: 2, vram_gib: 24, vcpus: 8, memory_gib: 32, on_demand_price_usd_per_hour: 2}\n")
+    replay = load_market(tmp_path / "m.yaml")
+    plain = JobSpec(name="t", command="true")
+    # the replayed world's own factors win: that is how fast jobs run there
+    assert build_sim_market(replay, plain, 4).speed.tolist() == [0.5, 1.0]
+    for offer in replay.offers:
+        offer.speed = 1.0
+    assert build_sim_market(replay, plain, 4).speed is None
+    # a spec with work: the GPU table's prior, a 2-GPU offer at 1 + 0.8 GPUs
+    spec = JobSpec(name="t", command="true",
+                   work={"workload": "transformer", "scaling_efficiency": 0.8})
+    t4, rtx = (gpu_spec(g).relative("transformer") for g in ("T4", "RTX4090"))
+    assert build_sim_market(replay, spec, 4).speed == pytest.approx([t4, rtx * 1.8])
