@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, Field, ValidationError
 
+from core import yaml_files
 from core.models import StrictModel, format_validation_error
 from core.models.base import Number
 
@@ -69,7 +70,7 @@ TOP_LEVEL_FIELDS = ("providers", *BudgetConfig.model_fields)
 
 def _read(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml_files.load(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except yaml.YAMLError as exc:

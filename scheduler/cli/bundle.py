@@ -11,12 +11,13 @@ from typing import Any
 
 import yaml
 
-from scheduler.cli.client import CliError
+from core import yaml_files
 from core.models.limits import (
     BUNDLE_MAX_BYTES,
     BUNDLE_MAX_MEMBERS,
     BUNDLE_MAX_UNPACKED_BYTES,
 )
+from scheduler.cli.client import CliError
 
 _SKIP = {"__pycache__", ".git", ".venv", "node_modules"}
 
@@ -27,7 +28,7 @@ def load_spec_file(path: Path) -> dict[str, Any]:
     Raises ``CliError`` for a missing file, bad YAML or a missing workdir.
     """
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_files.load(path.read_text())
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except yaml.YAMLError as exc:
