@@ -133,7 +133,21 @@ def run_job(replay: ReplayMarket, job: JobType, starts: np.ndarray, max_ticks: i
             "first_on": first_offers(sim, recorded[p]).most_common(2),
         }
     return {"job": job, "rows": rows, "notes": comp.notes, "offers": len(sim.offers),
-            "market": replay.name}
+            "market": replay.name, "cheapest": cheapest_offers(sim)}
+
+
+def cheapest_offers(sim: SimMarket) -> str:
+    """The offer cheapest per hour and the one cheapest per reference-hour (price ÷ speed),
+    at the market's catalog prices (availability aside), in words."""
+    price = sim.price[0]
+    speed = np.ones(len(price)) if sim.speed is None else sim.speed
+
+    def name(j: int) -> str:
+        o = sim.offers[j]
+        return (f"{o.gpu_count}× {o.gpu_model} {o.provider} {o.market.value} ${price[j]:.3f}/h, "
+                f"speed {speed[j]:.3f}, ${price[j] / speed[j]:.3f} per reference-hour")
+    per_h, per_ref = int(np.argmin(price)), int(np.argmin(price / speed))
+    return f"cheapest per hour: {name(per_h)}; cheapest per reference-hour: {name(per_ref)}"
 
 
 def _commit() -> str:
@@ -224,7 +238,20 @@ def report(results: list[dict], command: str, runs: int, seed: int, runtime_s: f
                 f"{row['misses']}/{row['unfinished']} | {row['preemptions']:.2f} | "
                 f"{row['spot_h']:.1f} | {first} |")
     lines += ["", ("A run that did not finish within the simulated horizon counts as missed and "
-              "its cost covers only the hours simulated."), ""]
+              "its cost covers only the hours simulated."), "", "## The offers behind them", ""]
+    seen = set()
+    for res in results:
+        key = (res["market"], res["job"].workload, res["job"].min_vram_gib)
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"- {res['market']}, {res['job'].workload} ≥{res['job'].min_vram_gib:g} "
+                         f"GiB: {res['cheapest']}")
+    worse = [f"{r['market']}: {r['job'].name} (${r['rows'][OURS]['cost_usd']:.2f} vs "
+             f"${r['rows'][OURS_PER_HOUR]['cost_usd']:.2f})" for r in results
+             if r["rows"][OURS]["cost_usd"] > r["rows"][OURS_PER_HOUR]["cost_usd"] * (1 + 1e-6)
+             and r["rows"][OURS_PER_HOUR]["misses"] == 0]
+    lines += ["", "Where arbiter paid more than arbiter-per-hour while both met every deadline: "
+              + ("; ".join(worse) if worse else "nowhere") + ".", ""]
     return "\n".join(lines)
 
 
