@@ -22,6 +22,16 @@ Configuration (CLI flag, else environment variable, else default)::
 Environment set by the scheduler:
 
     SCHED_CHECKPOINT_DIR   where ``state.npz`` lives (default ./checkpoints)
+    SCHED_PROGRESS_FILE    where to append progress points (the format of
+                           ``scheduler.progress``, written here without importing the package):
+                           ``{"samples": step × batch, "total": steps × batch, "t": unix s}``
+                           at the start, with every ``progress`` line and at the end
+    SCHED_REPLAY_SPEED     how fast the (replayed) machine is, relative to the one running the
+                           script (default 1). Below 1 each step is followed by a pause so that
+                           its wall time is its compute time ÷ the speed (paid in pauses of at
+                           most 0.1 s, so a stop signal is still seen at once); the computation
+                           and its results are the same. Above 1 the script cannot go faster
+                           than the machine and says so; an invalid value is ignored (speed 1).
     SCHED_RESUME=1         the scheduler restored a checkpoint; resume from it. The script also
                            resumes whenever ``state.npz`` exists, even without SCHED_RESUME, so a
                            plain restart in the same directory continues the run (delete the
@@ -105,6 +115,63 @@ SAMPLE_PROMPT = "Shall I compare "
 
 def log(message: str) -> None:
     print(message, flush=True)
+
+
+def report_progress(step: int, total: int) -> None:
+    """Append one point to $SCHED_PROGRESS_FILE (a no-op without it); one write per line, with
+    O_APPEND, so the agent never reads half of one. A failure never stops training."""
+    path = os.environ.get("SCHED_PROGRESS_FILE")
+    if not path:
+        return
+    batch = HPARAMS["batch"]
+    line = json.dumps({"samples": step * batch, "total": total * batch,
+                       "t": round(time.time(), 3)}) + "\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def replay_speed() -> float:
+    """$SCHED_REPLAY_SPEED as a finite number > 0 (default and fallback 1.0)."""
+    raw = os.environ.get("SCHED_REPLAY_SPEED")
+    if not raw:
+        return 1.0
+    try:
+        speed = float(raw)
+    except ValueError:
+        speed = float("nan")
+    if not np.isfinite(speed) or speed <= 0:
+        log(f"SCHED_REPLAY_SPEED={raw!r} is not a number > 0; running at speed 1")
+        return 1.0
+    return speed
+
+
+class Pacer:
+    """Stretches wall time to imitate a machine ``speed`` times as fast as this one (< 1:
+    slower): each step's compute time ``c`` is followed by pauses adding up to
+    ``c × (1/speed − 1)``, owed across steps and paid in pauses of at most ``MAX_PAUSE_S``."""
+
+    MAX_PAUSE_S = 0.1
+    MIN_PAUSE_S = 0.005  # a debt smaller than this waits for the next step
+
+    def __init__(self, speed: float):
+        self.stretch = max(0.0, 1.0 / speed - 1.0)
+        self.owed = 0.0
+
+    def after_step(self, compute_s: float, stop: StopFlag) -> None:
+        if not self.stretch:
+            return
+        self.owed += compute_s * self.stretch
+        while self.owed >= self.MIN_PAUSE_S and stop.signum is None:
+            pause = min(self.owed, self.MAX_PAUSE_S)
+            start = time.perf_counter()
+            time.sleep(pause)
+            self.owed -= time.perf_counter() - start
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -469,6 +536,13 @@ def train(args: argparse.Namespace) -> int:
     if state.step > total:
         log(f"checkpoint is at step {state.step}, past --steps {total}; finishing there")
 
+    speed = replay_speed()
+    if speed != 1.0:
+        log(f"replayed machine speed {speed:g}" + (
+            " (faster than this machine: running at its own speed)" if speed > 1 else ""))
+    pacer = Pacer(speed)
+    report_progress(state.step, total)
+
     batch = HPARAMS["batch"]
     n_train = len(data.train_pos)
     last_saved = state.step
@@ -479,12 +553,14 @@ def train(args: argparse.Namespace) -> int:
             name = signal.Signals(stop.signum).name
             log(f"checkpoint saved at step {state.step} after {name}")
             return 128 + stop.signum
+        started = time.perf_counter()
         pos = data.train_pos[state.rng.integers(0, n_train, size=batch)]
         x, y = data.batch(pos)
         loss, grads = loss_and_grads(state.params, x, y)
         adam_update(state.params, grads, state.m, state.v, state.step + 1)
         state.step += 1
         state.losses.append(loss)
+        pacer.after_step(time.perf_counter() - started, stop)
         if state.step % args.checkpoint_every == 0 and state.step < total:
             save_state(state_path, state, config)
             last_saved = state.step
@@ -492,6 +568,7 @@ def train(args: argparse.Namespace) -> int:
         now = time.monotonic()
         if now - last_progress >= args.progress_interval or state.step == total:
             log(f"progress step={state.step} total={total} loss={recent_loss(state.losses):.4f}")
+            report_progress(state.step, total)
             last_progress = now
         if args.step_sleep:
             time.sleep(args.step_sleep)
