@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.models import TAG_JOB, TAG_OWNER, Market, utcnow
+from policies.gpu_table import gpu_spec
 from providers.base import LaunchRequest
 from providers.replay import ReplayProvider, shutdown_cloud
 from providers.replay.market import MarketError, load_market
@@ -126,3 +127,20 @@ def launch_agent_for_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             agent.popen.kill()
             agent.popen.wait()
     daemon.stop()
+
+
+def test_the_heterogeneous_example_market_is_cheapest_per_hour_on_one_gpu_and_to_finish_on_another(
+) -> None:
+    loaded = load_market(REPO_ROOT / "examples" / "markets" / "heterogeneous.yaml")
+    rows = []
+    for offer in loaded.offers:
+        # The market's speeds are the GPU table's transformer priors (its header says so).
+        assert offer.speed == pytest.approx(gpu_spec(offer.gpu_model).transformer, abs=1e-4)
+        for kind in offer.markets():
+            rows.append((offer.price_at(kind, 0.0), offer.gpu_model, offer.speed))
+    cheapest_per_hour = min(rows)
+    cheapest_to_finish = min(rows, key=lambda r: r[0] / r[2])
+    assert cheapest_per_hour[1] == "T4" and cheapest_to_finish[1] == "RTX4090"
+    # By hand (the header's table): 0.158 / 0.1506 = 1.05 vs 0.40 / 0.74 = 0.54 per A100-hour.
+    assert cheapest_per_hour[0] / cheapest_per_hour[2] == pytest.approx(1.049, abs=1e-3)
+    assert cheapest_to_finish[0] / cheapest_to_finish[2] == pytest.approx(0.541, abs=1e-3)
