@@ -74,13 +74,21 @@ def finish_h(jobs: JobView, speed: np.ndarray | None, overhead_h: np.ndarray) ->
     if speed is None:
         return overhead_h + c
     with np.errstate(divide="ignore", invalid="ignore"):
-        return overhead_h + np.where(speed > 0, c / np.where(speed > 0, speed, 1.0), np.inf)
+        per_ref = np.where(speed > 0, 1.0 / np.where(speed > 0, speed, 1.0), np.inf)
+        return overhead_h + c * per_ref
 
 
-def meets(jobs: JobView, hours_h: np.ndarray) -> np.ndarray:
-    """bool of ``hours_h``'s shape ``(n, m)``: finishing in ``hours_h`` (:func:`finish_h`) is in
-    time for the deadline (True without one)."""
-    return ~has_deadline(jobs)[:, None] | (jobs.time_to_deadline_h[:, None] >= hours_h - EPS_H)
+def in_time(jobs: JobView, speed: np.ndarray, overhead_h: np.ndarray) -> np.ndarray:
+    """``(n, m)`` bool: finishing uninterrupted on each offer (:func:`finish_h`) meets the
+    deadline, ``r >= overhead + c / speed`` (True without a deadline, False at speed 0).
+
+    Args: ``speed`` ``(m,)`` or ``(n, m)``; ``overhead_h`` ``(n, 1)`` or ``(n, m)`` hours.
+    """
+    r = jobs.time_to_deadline_h[:, None]
+    # (r - overhead)·s >= c: one multiplication per (job, offer), no division
+    with np.errstate(invalid="ignore"):
+        ok = (r - overhead_h + EPS_H) * speed >= jobs.remaining_compute_h[:, None]
+    return ~has_deadline(jobs)[:, None] | ok
 
 
 def feasible(jobs: JobView, on_demand_now: np.ndarray,
@@ -108,12 +116,14 @@ def spot_safe(jobs: JobView, overhead_h: np.ndarray, speed: np.ndarray | None = 
     Args:
         jobs: the jobs.
         overhead_h: overhead the spot instance still owes at the start of the interval,
-            ``(n,)`` or ``(n, m)`` (``d`` for a new instance, ``o`` for the current one).
-        speed: the spot offer's speed, broadcastable to ``overhead_h`` (default 1).
+            ``(n,)``, ``(n, 1)`` or ``(n, m)`` (``d`` for a new instance, ``o`` for the
+            current one).
+        speed: the spot offer's speed, ``(n,)`` with an ``(n,)`` overhead, else ``(m,)`` or
+            ``(n, m)`` (default 1).
         fallback_speed: ``(n,)`` speed of the on-demand fallback (default 1).
 
     Returns:
-        bool of ``overhead_h``'s shape: either the job finishes within the interval and before
+        bool of the broadcast shape of ``overhead_h`` and ``speed``: either the job finishes within the interval and before
         the deadline, or, reclaimed at its end with the unsaved progress lost, it can still
         launch the fallback and finish in time. Progress and the lost rework are hours on the
         spot offer, worth ``speed / fallback_speed`` hours of the fallback each.
@@ -129,18 +139,21 @@ def spot_safe(jobs: JobView, overhead_h: np.ndarray, speed: np.ndarray | None = 
         finishes = p >= c
         ok_finish = r >= overhead_h + c - EPS_H
         ok_fallback = r - g >= c - np.minimum(p, c) + lost + d - EPS_H
+        ok = np.where(finishes, ok_finish, ok_fallback)
     else:
+        # The same tests, arranged so that only a few operations are (n, m): not finishing,
+        # r - g - d - c_f >= (lost - p) · s / s_f; finishing (p·s >= c), (r - o)·s >= c.
         s = np.ones(shape) if speed is None else np.asarray(speed, dtype=float)
-        c_f = col(fallback_h(jobs, fallback_speed))
         s_f = np.ones(len(jobs)) if fallback_speed is None else fallback_speed
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(col(s_f) > 0, s / np.where(col(s_f) > 0, col(s_f), 1.0), 0.0)
-            own_h = np.where(s > 0, c / np.where(s > 0, s, 1.0), np.inf)
-        finishes = p * s >= c
-        p_f, lost_f = p * ratio, lost * ratio
-        ok_finish = r >= overhead_h + own_h - EPS_H
-        ok_fallback = r - g >= c_f - np.minimum(p_f, c_f) + lost_f + d - EPS_H
-    ok = np.where(finishes, ok_finish, ok_fallback)
+            per_f = col(np.where(s_f > 0, 1.0 / np.where(s_f > 0, s_f, 1.0), np.inf))
+            spare = r - g - d - col(fallback_h(jobs, fallback_speed)) + EPS_H
+            ok = spare >= ((lost - p) * per_f) * s
+        reach = p * np.max(s, initial=0.0) >= c     # some offer may finish in the interval
+        if np.any(reach):
+            finishes = p * s >= c
+            ok_finish = (r - overhead_h + EPS_H) * s >= c
+            ok = np.where(finishes, ok_finish, ok)
     return ~col(has_deadline(jobs)) | ok
 
 

@@ -109,8 +109,8 @@ class _Ctx:
     best_od: np.ndarray     # (n,) the on-demand fallback (NO_OFFER: none available)
     cost_od: np.ndarray     # (n,) its expected cost to finish (inf: none)
     # With speeds only (None without: every offer at the reference speed):
-    speed: np.ndarray | None = None     # (n, m) speeds, 0 where unusable
-    hours: np.ndarray | None = None     # (n, m) hours to finish with a new launch
+    speed: np.ndarray | None = None     # (m,) or (n, m) speeds, 0 where unusable
+    in_time: np.ndarray | None = None   # (n, m) a new launch there would finish in time
     fb_speed: np.ndarray | None = None  # (n,) speed of the fallback (1 where none)
 
 
@@ -158,13 +158,12 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
         best_od, cost_od = _pick(finish, od, rank)
         return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, rank,
                     running & cur_spot, running & ~cur_spot, best_od, cost_od)
-    speed = np.broadcast_to(speed, (n, m))
-    hours = deadline.finish_h(jobs, speed, jobs.restart_overhead_h[:, None])
-    best_od, cost_od = _deadline_pick(jobs, finish, hours, od, rank)
-    fb_speed = np.where(best_od != NO_OFFER, speed[np.arange(n), np.maximum(best_od, 0)], 1.0)
+    in_time = deadline.in_time(jobs, speed, jobs.restart_overhead_h[:, None])
+    best_od, cost_od = _deadline_pick(jobs.remaining_compute_h, finish, speed, in_time, od, rank)
+    fb_speed = _speed_at(speed, best_od)
     return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, rank,
                 running & cur_spot, running & ~cur_spot, best_od, cost_od,
-                speed, hours, fb_speed)
+                speed, in_time, fb_speed)
 
 
 def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,16 +186,29 @@ def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.nd
     return np.where(ok, idx, NO_OFFER), best
 
 
-def _deadline_pick(jobs: JobView, finish: np.ndarray, hours: np.ndarray, mask: np.ndarray,
+def _speed_at(speed: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``(n,)`` speed of offer ``idx[i]`` for job ``i`` (``speed`` ``(m,)`` or ``(n, m)``); 1 for
+    :data:`NO_OFFER`."""
+    n = len(idx)
+    picked = np.broadcast_to(speed, (n, speed.shape[-1]))[np.arange(n), np.maximum(idx, 0)]
+    return np.where(idx == NO_OFFER, 1.0, picked)
+
+
+def _deadline_pick(remaining: np.ndarray, finish: np.ndarray, speed: np.ndarray,
+                   in_time: np.ndarray, mask: np.ndarray,
                    rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per job, the cheapest to finish under ``mask`` among the offers that finish in time
-    (``hours``, :func:`deadline.finish_h`); for a job where none does, the cheapest of those
-    that finish first. ``(index, cost)`` as :func:`_pick`."""
-    in_time = mask & deadline.meets(jobs, hours)
-    idx, cost = _pick(finish, in_time, rank)
+    (``in_time``, :func:`deadline.in_time`); for a job where none does, the cheapest of those
+    that finish first with a new launch (the same overhead everywhere: the least
+    ``remaining / speed``). ``(index, cost)`` as :func:`_pick`."""
+    idx, cost = _pick(finish, mask & in_time, rank)
     late = (idx == NO_OFFER) & mask.any(axis=1)
     if late.any():
-        h = np.where(mask[late], hours[late], np.inf)
+        rows = np.flatnonzero(late)
+        sub = np.broadcast_to(speed, mask.shape)[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hours = remaining[rows, None] / np.where(sub > 0, sub, np.nan)
+        h = np.where(mask[late] & np.isfinite(hours), hours, np.inf)
         first = h.min(axis=1, keepdims=True)
         near = mask[late] & (h <= first + 1e-9 * np.maximum(np.abs(first), 1.0))
         idx[late], cost[late] = _pick(finish[late], near, rank)
@@ -238,15 +250,21 @@ def _place(ctx: _Ctx) -> Decision:
     else:
         # Each spot offer is judged at its own speed: one that would not finish in time, or
         # whose interval would leave the fallback late, is not a candidate.
-        d = np.broadcast_to(jobs.restart_overhead_h[:, None], ctx.speed.shape)
+        d = jobs.restart_overhead_h[:, None]
         safe = deadline.spot_safe(jobs, d, ctx.speed, fb) & \
-            deadline.launch_sustainable(jobs, fb)[:, None] & deadline.meets(jobs, ctx.hours)
-        any_spot, cost_any_spot = _deadline_pick(jobs, ctx.finish, ctx.hours, spot, ctx.rank)
+            deadline.launch_sustainable(jobs, fb)[:, None] & ctx.in_time
         best_spot, cost_spot = _pick(ctx.finish, spot & safe, ctx.rank)
+        # Without a deadline every spot offer is safe and in time: the best is the best safe
+        # one. With one, the unsafe spot offers matter only where there is no on-demand.
+        any_spot, cost_any_spot = best_spot.copy(), cost_spot.copy()
+        alone = np.flatnonzero(timed & (best_od == NO_OFFER))
+        if len(alone):
+            any_spot[alone], cost_any_spot[alone] = _deadline_pick(
+                jobs.remaining_compute_h[alone], ctx.finish[alone],
+                np.broadcast_to(ctx.speed, spot.shape)[alone], ctx.in_time[alone], spot[alone],
+                ctx.rank)
         # Without on-demand the spot pick is what the job commits to.
-        fb = np.where(best_od == NO_OFFER,
-                      np.where(any_spot != NO_OFFER,
-                               ctx.speed[np.arange(n), np.maximum(any_spot, 0)], 1.0), fb)
+        fb = np.where(best_od == NO_OFFER, _speed_at(ctx.speed, any_spot), fb)
     spot_wins = (cost_any_spot < cost_od) | ((cost_any_spot == cost_od) & (
         ctx.rank[np.maximum(any_spot, 0)] < ctx.rank[np.maximum(best_od, 0)]))
     best_any = np.where(spot_wins | (best_od == NO_OFFER), any_spot, best_od)
@@ -333,8 +351,7 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
             run_h = remaining
         else:
             useful = useful * ctx.speed
-            run_h = np.where(ctx.speed > 0, remaining / np.where(ctx.speed > 0, ctx.speed, 1.0),
-                             np.inf)
+            run_h = deadline.finish_h(jobs, ctx.speed, np.zeros((len(jobs), 1)))
     carry_h = np.where(is_spot, np.minimum(remaining, np.nan_to_num(useful, nan=np.inf)), remaining)
     with np.errstate(invalid="ignore"):
         saving = (eff_cur[:, None] - ctx.eff) * carry_h
@@ -358,8 +375,9 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
         safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
     else:
         # A target must finish in time itself, and a spot one keep the fallback in time.
-        safe = deadline.meets(jobs, ctx.hours) & (~is_spot | (
-            deadline.spot_safe(jobs, d, ctx.speed, fb) & deadline.launch_sustainable(jobs, fb)[:, None]))
+        safe = ctx.in_time & (~is_spot | (
+            deadline.spot_safe(jobs, d[:, :1], ctx.speed, fb)
+            & deadline.launch_sustainable(jobs, fb)[:, None]))
     back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
     dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
     ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
@@ -385,15 +403,14 @@ def _migrate(ctx: _Ctx) -> MigrationDecision:
         infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od)
         unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h)
     else:
-        rows = np.arange(n)
-        cur_speed = ctx.speed[rows, np.maximum(jobs.current, 0)]
+        cur_speed = _speed_at(ctx.speed, jobs.current)
         # On on-demand the job commits to its current instance; otherwise to the fallback.
         commit = np.where(ctx.on_od, cur_speed, ctx.fb_speed)
         infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od, commit)
         has_od = best_od != NO_OFFER
         fb_in_time = has_od & deadline.feasible(jobs, np.zeros(n, bool), ctx.fb_speed)
         own_h = deadline.finish_h(jobs, cur_speed[:, None], jobs.overhead_left_h[:, None])[:, 0]
-        fb_h = ctx.hours[rows, np.maximum(best_od, 0)]
+        fb_h = deadline.fallback_h(jobs, ctx.fb_speed) + jobs.restart_overhead_h
         _choose(target, reason, infeasible & fb_in_time, best_od, Reason.SAFETY_NET)
         _choose(target, reason, infeasible & has_od & (fb_h < own_h - deadline.EPS_H), best_od,
                 Reason.DEADLINE_INFEASIBLE)
