@@ -18,10 +18,13 @@ from scheduler.cli.render.tables import (
     TERMINAL_STATES,
     Column,
     clock,
+    count,
     fitted_table,
     new_table,
+    per_1k,
     percent,
     plural,
+    short_price,
     state_text,
     usd,
 )
@@ -33,6 +36,9 @@ def money_line(job: dict[str, Any]) -> Text:
     d = job["derived"]
     label = "cost" if job["state"] in TERMINAL_STATES else "cost so far"
     text = Text(f"{label} {usd(d['cost_usd'])} for {d['billed_hours']:.2f} instance-hours")
+    work = d.get("work") or {}
+    if work.get("cost_so_far_per_1k_usd") is not None:
+        text.append(f" ({per_1k(work['cost_so_far_per_1k_usd'])} per 1k {work['unit']} done)")
     if d["on_demand_cost_usd"] is not None:
         text.append(f" · all on-demand: {usd(d['on_demand_cost_usd'])}")
         if d["savings_pct"] is not None:
@@ -42,6 +48,29 @@ def money_line(job: dict[str, Any]) -> Text:
     if scale != 1.0:
         text.append(f"\n(replayed market: 1 s of wall time = {scale:g} s of market time; "
                     "costs are in market hours)", style="dim")
+    return text
+
+
+def work_line(job: dict[str, Any]) -> Text | None:
+    """The job's work and what it costs on its offer (``derived.work`` of the job summary,
+    :class:`scheduler.services.work.WorkCost`), e.g. ``work: 200k of 1M samples · 200k
+    samples/h on 1x A100-80GB (measured) at $2.0000/h = $0.01 per 1k samples · 4.0 h, $8.00
+    to finish``; ``None`` for a job with no work unit (nothing changes for it)."""
+    w = (job.get("derived") or {}).get("work")
+    if not w:
+        return None
+    unit = w["unit"]
+    text = Text(f"work: {count(w['done'])}"
+                + (f" of {count(w['total'])}" if w.get("total") is not None else "")
+                + f" {unit}")
+    if w.get("rate_units_per_h") is not None:
+        gpus = f"{w['gpu_count']}x {w['gpu_model']}"
+        text.append(f" · {count(w['rate_units_per_h'])} {unit}/h on {gpus} "
+                    f"({w['rate_source']}) at {usd(w['price_usd_per_hour'])}/h = ")
+        text.append(f"{per_1k(w['cost_per_1k_usd'])} per 1k {unit}", style="bold")
+        if w.get("hours_to_finish") is not None and job["state"] not in TERMINAL_STATES:
+            text.append(f" · {w['hours_to_finish']:.1f} h, "
+                        f"{usd(w['cost_to_finish_usd'], 2)} to finish")
     return text
 
 
@@ -150,6 +179,9 @@ def job_panel(job: dict[str, Any], last_events: int | None = None,
     if job.get("waiting_reason") and job["state"] not in TERMINAL_STATES:
         head.append(f"\n{job['waiting_reason']}", style="yellow")
     parts: list[Any] = [head, money_line(job)]
+    work = work_line(job)
+    if work is not None:
+        parts.append(work)
     failure = failure_block(job)
     if failure is not None:
         parts.append(failure)
@@ -162,19 +194,34 @@ def job_panel(job: dict[str, Any], last_events: int | None = None,
 def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
     """``schedctl list``: the id (what users type next) and state are always shown in full."""
     columns = [Column("id", "left"), Column("state", "left"), Column("tries", drop=2),
-               Column("last offer", "left", drop=4, wrap=True), Column("cost"),
-               Column("on-demand", drop=3), Column("created", drop=1)]
+               Column("last offer", "left", drop=5, wrap=True), Column("$/h", drop=6),
+               Column("cost"), Column("$/1k units", drop=4), Column("on-demand", drop=3),
+               Column("created", drop=1)]
     rows = []
     for job in jobs:
         placed = _all_placements(job)
-        offer = "-"
+        offer, price = "-", "-"
         if placed:
             o = placed[-1]["offer"]
             offer = f"{o['provider']}/{o['zone']} {o['instance_type']}"
-        rows.append([job["id"], state_text(job["state"]), str(job["attempt"]), offer,
-                     usd(job["derived"]["cost_usd"]), usd(job["derived"]["on_demand_cost_usd"]),
-                     clock(job["created_at"])])
+            costs = job["derived"].get("placement_costs") or []
+            price = short_price(costs[-1]["price_usd_per_hour"] if costs
+                                else o["price_usd_per_hour"])
+        rows.append([job["id"], state_text(job["state"]), str(job["attempt"]), offer, price,
+                     usd(job["derived"]["cost_usd"]), _per_1k_cell(job["derived"].get("work")),
+                     usd(job["derived"]["on_demand_cost_usd"]), clock(job["created_at"])])
     return fitted_table("jobs", columns, rows, width, expand=True)
+
+
+def _per_1k_cell(work: dict[str, Any] | None) -> str:
+    """``$0.01/1k samples`` on the job's offer (else what the work done cost per 1k), ``-``
+    without a cost per unit."""
+    if not work:
+        return "-"
+    value = work.get("cost_per_1k_usd")
+    if value is None:
+        value = work.get("cost_so_far_per_1k_usd")
+    return "-" if value is None else f"{per_1k(value)}/1k {work['unit']}"
 
 
 def problems_table(problems: list[dict[str, Any]]) -> Group:

@@ -42,6 +42,24 @@ def usd_cents(value: float | None) -> str:
     return usd(value, 2 if value is not None and abs(value) >= 100 else 4)
 
 
+def per_1k(value: float | None) -> str:
+    """USD per 1,000 work units: cents from $1, else 2 significant figures (a token's
+    $0.00031 is not $0.00); ``-`` when unknown."""
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.2g}"
+
+
+def count(value: float | None) -> str:
+    """A number of work units, short: ``950``, ``12.5k``, ``3M``, ``1.2e+12``."""
+    if value is None:
+        return "?"
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size and abs(value) < size * 1000:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:.2e}"
+
+
 def clock(iso: str | None) -> str:
     if not iso:
         return "-"
