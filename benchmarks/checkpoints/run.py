@@ -238,12 +238,12 @@ def main() -> None:
         "",
     ]
     lines += [
-        "Reading: retention is what keeps storage from piling up (stored ÷ written ≈ "
+        ("Reading: retention is what keeps storage from piling up (stored ÷ written ≈ "
         "keep_last ÷ commits whatever the data). zstd pays only where the bytes are "
         "redundant: the demo job's float64 `state.npz` and dense float32 weights shrink by "
         "less than the 10 % bar (the `zstd ÷ original` column) and are stored as is, at the "
         "cost of one compression pass per new blob; zero-heavy tensors are stored compressed "
-        "and the two multiply.",
+        "and the two multiply."),
         "",
     ]
     args.out.write_text("\n".join(lines))
