@@ -12,9 +12,9 @@ import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from core.models.limits import BUNDLE_MAX_MEMBERS, BUNDLE_MAX_UNPACKED_BYTES
 from scheduler.checkpoints import keys
 from scheduler.checkpoints.objectstore import ObjectNotFound, ObjectStore, UnsafeBundle
-from core.models.limits import BUNDLE_MAX_MEMBERS, BUNDLE_MAX_UNPACKED_BYTES
 
 logger = logging.getLogger(__name__)
 

@@ -81,7 +81,7 @@ class LocalObjectStore:
 
     def put_file(self, key: str, path: Path) -> None:
         try:
-            src = open(path, "rb")
+            src = open(path, "rb")  # noqa: SIM115 - opened apart to tell a read error from a write one
         except OSError as exc:
             raise CheckpointStoreError(f"cannot read {path} for {key}: {exc}") from exc
         with src:
@@ -97,7 +97,7 @@ class LocalObjectStore:
 
     def get_file(self, key: str, dest_path: Path) -> None:
         try:
-            src = open(self._path(key), "rb")
+            src = open(self._path(key), "rb")  # noqa: SIM115 - a missing key is ObjectNotFound
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise ObjectNotFound(key) from None
         except OSError as exc:
