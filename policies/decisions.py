@@ -16,7 +16,9 @@ controller decides:
    the launch), never spot in the zone just reclaimed while it cools down and with
    correlated zones' hazard raised (:mod:`policies.zones`). With a deadline, only offers that
    would finish in time uninterrupted (``r >= d + c / speed``) compete: a slower offer that is
-   cheaper to finish but would miss is not taken.
+   cheaper to finish but would miss is not taken. When no spot offer in time is available, a
+   slower safe one that costs less per reference-hour than the on-demand fallback is run
+   instead of waiting: it makes progress until the safety net moves the job.
 4. **Deadline**: with no spot to use, wait while the slack exceeds the end-game reserve; below
    it, fill gaps in spot with on-demand (:func:`policies.deadline.on_demand_needed`), and leave
    on-demand only for spot runs old enough to be worth the slack a round trip costs
@@ -251,9 +253,16 @@ def _place(ctx: _Ctx) -> Decision:
         # Each spot offer is judged at its own speed: one that would not finish in time, or
         # whose interval would leave the fallback late, is not a candidate.
         d = jobs.restart_overhead_h[:, None]
-        safe = deadline.spot_safe(jobs, d, ctx.speed, fb) & \
-            deadline.launch_sustainable(jobs, fb)[:, None] & ctx.in_time
-        best_spot, cost_spot = _pick(ctx.finish, spot & safe, ctx.rank)
+        safe = spot & deadline.spot_safe(jobs, d, ctx.speed, fb) & \
+            deadline.launch_sustainable(jobs, fb)[:, None]
+        best_spot, cost_spot = _pick(ctx.finish, safe & ctx.in_time, ctx.rank)
+        # No spot offer in time: one that is not still makes progress while it is safe (the
+        # fallback finishes), better than waiting when it costs less than the fallback.
+        slow = np.flatnonzero(timed & (best_spot == NO_OFFER) & safe.any(axis=1))
+        if len(slow):
+            idx, cost = _pick(ctx.finish[slow], safe[slow], ctx.rank)
+            cheaper = cost <= cost_od[slow]
+            best_spot[slow[cheaper]], cost_spot[slow[cheaper]] = idx[cheaper], cost[cheaper]
         # Without a deadline every spot offer is safe and in time: the best is the best safe
         # one. With one, the unsafe spot offers matter only where there is no on-demand.
         any_spot, cost_any_spot = best_spot.copy(), cost_spot.copy()

@@ -95,6 +95,24 @@ def test_a_deadline_only_the_faster_gpu_meets():
     assert hours[0] == pytest.approx([20.5, 10.5, 20.5, 10.5])
 
 
+def test_without_a_fast_spot_a_slow_safe_one_beats_idling():
+    # the fast spot is gone; 15 h left: slack on the fast on-demand 15 - 10 - .5 = 4.5 h is
+    # under the end-game reserve 2 · 2 · .5 · (10/3) + .25 = 6.92 h, so waiting is out. The
+    # slow spot cannot finish in time (20.5 h) but its first tick keeps the fallback in time
+    # (15 - .25 - .5 - 10 >= 0) and its $10.87 to finish is under the fast on-demand's $21:
+    # it makes progress there until the safety net moves the job
+    no_fast = with_speed(market(offers(*DEADLINE_ROWS), mean_up_h=2.0,
+                                available=[True, False, True, True]), DEADLINE_SPEED)
+    placed = decide_placement(timed(15.0), no_fast)
+    assert placed.offer[0] == 0 and placed.reason[0] == Reason.SPOT
+    # at $0.90/h the slow spot costs .9 · 4/3 / .5 · 10 + .45 = $24.45 > $21: on-demand
+    rows = (("a", SPOT, 0.90),) + DEADLINE_ROWS[1:]
+    dear = with_speed(market(offers(*rows), mean_up_h=2.0, available=[True, False, True, True]),
+                      DEADLINE_SPEED)
+    placed = decide_placement(timed(15.0), dear)
+    assert placed.offer[0] == 3 and placed.reason[0] == Reason.ON_DEMAND_NEEDED
+
+
 def test_the_safety_net_falls_back_to_a_fast_on_demand():
     mk = deadline_market()
     # on the fast spot, 11 h left, hourly checkpoints .8 h old: a reclaim at the end of the
