@@ -11,9 +11,12 @@ any two is continued by the next pass.
 
 from __future__ import annotations
 
+import numpy as np
+
 from policies.decisions import should_migrate
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
+from scheduler.controller.explain import compare
 from scheduler.controller.policy_inputs import job_inputs, snapshot
 from scheduler.controller.transitions import save
 from core.models import Job, JobState, StopKind, StopRequest
@@ -49,6 +52,10 @@ def consider_move(ctx: Context, job: Job) -> Job | None:
     why = (f"{REASON_TEXT[reason]}: to {offer.provider}/{offer.zone} {offer.instance_type} "
            f"{offer.market.value} ${offer.price_usd_per_hour:.4f}/h, expected saving "
            f"${saving:.2f} vs move cost ${cost:.2f}")
+    if inputs.speeds is not None:
+        prices = np.asarray(inputs.market.price_usd_per_hour, dtype=float).reshape(-1)
+        current = int(inputs.jobs.current[0])
+        why += f"; {compare(inputs.speeds, snap.offers, prices, target, current)}"
     job.stop_request = StopRequest(kind=StopKind.MOVE, reason=why[:500], attempt=placement.attempt,
                                    target=offer.key.series())
     job.record(JobState.CHECKPOINTING, f"{why}; agent checkpointing before the move",

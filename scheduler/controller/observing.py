@@ -6,7 +6,8 @@ Observed facts, in the order they win:
 2. a cancel request the agent did not act on,
 3. a preemption notice (from the provider's describe or the agent),
 4. the instance gone (terminated by the provider, or silent for too long),
-5. the agent running (provisioning → running), a newer checkpoint.
+5. the agent running (provisioning → running), a newer checkpoint, the progress it reports
+   (:mod:`~scheduler.controller.learning`), GPUs it wastes (:mod:`~scheduler.controller.waste`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from datetime import datetime, timedelta
 
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
+from scheduler.controller.learning import learn
+from scheduler.controller.waste import check_waste, track
+from scheduler.controller.policy_inputs import offer_speed
 from scheduler.controller.transitions import (
     end_placement,
     finish,
@@ -41,15 +45,18 @@ def observe(ctx: Context, job: Job) -> Job | None:
     placement = job.placement
     assert placement is not None and placement.instance_id is not None
     report = ctx.observed.report(ctx.store, job.id, placement.attempt)
+    learned = learn(job, report)
+    track(ctx, job, report)
     new_checkpoint = (report is not None and report.checkpoint_id is not None
                       and report.checkpoint_id != job.last_checkpoint_id)
     if new_checkpoint:
         job.last_checkpoint_id = report.checkpoint_id
         job.lost_streak = 0
         # Progress saved ≈ the hours this attempt ran until its checkpoint was seen, on top of
-        # what it resumed from (an estimate: it counts boot and restore, and up to one pass).
+        # what it resumed from (an estimate: it counts boot and restore, and up to one pass),
+        # in reference-hours: hours on this offer × its speed (1 without a speed model).
         job.progress_h = max(job.progress_h, placement.progress_at_start_h
-                             + placement.billed_hours(ctx.clock()))
+                             + placement.billed_hours(ctx.clock()) * offer_speed(job))
     instance = ctx.observed.instance(placement.instance_id)
     notice = (instance.notice if instance else None) or (report.notice if report else None)
     if report is not None and report.phase.is_final():
@@ -90,7 +97,8 @@ def observe(ctx: Context, job: Job) -> Job | None:
             job.record(JobState.RUNNING, f"running on {placement.instance_id}{restored}",
                        offer=placement.offer, at=ctx.clock())
             return save(ctx, job)
-    return save(ctx, job) if new_checkpoint else None
+    wasted = job.state is JobState.RUNNING and check_waste(ctx, job)
+    return save(ctx, job) if new_checkpoint or learned or wasted else None
 
 
 def _just_launched(ctx: Context, placement) -> bool:
@@ -147,7 +155,7 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport,
              else "no checkpoint committed")
     stop = job.stop_request
     if notice is None and stop is not None and stop.attempt == report.attempt:
-        if stop.kind is StopKind.BUDGET:
+        if stop.kind in (StopKind.BUDGET, StopKind.IDLE):
             return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
                           f"{stop.reason}; {saved}; stopped")
         if stop.kind is StopKind.MAX_PRICE:

@@ -18,6 +18,7 @@ from policies.placement import on_demand_reference
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.budgets import stop_for_budget
 from scheduler.controller.context import Context
+from scheduler.controller.explain import compare, cost_text
 from scheduler.controller.policy_inputs import JobInputs, cooling_down, job_inputs, snapshot
 from scheduler.controller.pricing import left_over_max
 from scheduler.controller.transitions import client_token, save, wait
@@ -33,12 +34,27 @@ def _no_fit(ctx: Context, job: Job, offers: list[Offer]) -> str:
 
 def why(inputs: JobInputs, i: int, explanation: str) -> str:
     """The decision's reason with its numbers: effective cost (risk-aware USD per useful
-    hour) and the offer's monthly interruption risk."""
+    hour, or per reference-hour of work with the job's speed model) and the offer's monthly
+    interruption risk."""
     eff = float(risk.effective_price(inputs.jobs, inputs.market)[0, i])
+    per = "/h" if inputs.speeds is None else " per reference-hour"
     risk_pct = float(inputs.table.interruption_risk[i]) * 100
     eligible = int(inputs.eligible.sum())
-    return (f"{explanation} (effective ${eff:.4f}/h at {risk_pct:.0f} % monthly interruption "
-            f"risk; {eligible} of {len(inputs.table)} offers eligible)")
+    return (f"{explanation} (effective ${eff:.4f}{per} at {risk_pct:.0f} % monthly "
+            f"interruption risk; {eligible} of {len(inputs.table)} offers eligible)")
+
+
+def against_cheapest(inputs: JobInputs, offers: list[Offer], i: int) -> str:
+    """With the job's speed model: offer ``i`` against the cheapest eligible offer per hour
+    (``""`` without a speed model)."""
+    speeds = inputs.speeds
+    if speeds is None:
+        return ""
+    prices = np.asarray(inputs.market.price_usd_per_hour, dtype=float).reshape(-1)
+    cheapest = int(np.argmin(np.where(inputs.eligible, prices, np.inf)))
+    if cheapest == i or not inputs.eligible[cheapest]:
+        return f"; {cost_text(speeds, i, float(prices[i]))}, the cheapest per hour too"
+    return f"; {compare(speeds, offers, prices, i, cheapest)}"
 
 
 def place(ctx: Context, job: Job) -> Job | None:
@@ -83,7 +99,7 @@ def place(ctx: Context, job: Job) -> Job | None:
         JobState.PROVISIONING,
         f"attempt {attempt}: {offer.instance_type} ({offer.gpu_count}x {offer.gpu_model}) "
         f"{offer.provider}/{offer.zone} {market} ${offer.price_usd_per_hour:.4f}/h, "
-        f"{why(inputs, index, decision.explain())}",
+        f"{why(inputs, index, decision.explain())}{against_cheapest(inputs, snap.offers, index)}",
         offer=offer, at=ctx.clock(),
     )
     return save(ctx, job)

@@ -8,22 +8,32 @@ The market part is read once per reconcile pass (kept in the controller's state 
 :data:`~scheduler.timing.RECONCILE_INTERVAL_S`), the job part per job. Every hour handed to the
 policy is a market hour: wall durations are multiplied by the market's ``time_scale`` (1 on
 real clouds), like costs and ``expected_hours``.
+
+Speeds (the speed model, on for a job whose spec has ``work`` or ``reference_gpu`` or that
+has reported progress, :func:`speed_model_on`): each offer's rate for the job is estimated
+from its measured rates (:mod:`scheduler.controller.learning`), its declared throughput and
+the package's GPU table (:func:`policies.throughput.estimate_rates`); the market view gets
+``speed`` = rate ÷ the rate of one reference GPU, and every compute hour handed to the policy
+(``compute_h``, ``remaining_compute_h``, the checkpoint's age) is a reference-hour. Without
+the speed model every speed is 1 and the inputs are as before.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import numpy as np
 
-from policies.daemon_views import job_view, market_view
+from policies.daemon_views import job_view, market_view, offer_speeds
 from policies.eligibility import eligible_matrix
-from policies.views import JobView, MarketView, OfferTable
+from policies.throughput import Measurement, RateEstimates, WorkModel, scaling
+from policies.views import JobView, MarketView, OfferTable, with_speed
 from scheduler.budgets import owner_spent
 from scheduler.controller.context import Context, ProviderRegistry
+from scheduler.controller.learning import measurements
 from core.models import Job, Offer, PlacementEnd
 from scheduler.store import Store
 from scheduler.store.budgets import BudgetSettings
@@ -81,14 +91,124 @@ class MarketSnapshot:
 
 
 @dataclass(frozen=True)
+class JobSpeeds:
+    """One job's speed model over ``m`` offers.
+
+    - **speed**: ``(m,)`` rate on each offer ÷ ``ref_rate`` (reference-hours per market hour).
+    - **rates**: the :class:`~policies.throughput.RateEstimates` behind it (whole offer, per
+      market hour; ``source`` per offer: measured | declared | prior).
+    - **ref_rate**: the rate of one reference GPU (``reference_gpu``, default A100-80GB).
+    - **unit**: the job's work unit when the rates are in it (the job measured or declared a
+      rate), else ``None``: the rates are then reference-hours per hour (the GPU table's
+      relatives alone).
+    """
+
+    speed: np.ndarray
+    rates: RateEstimates
+    ref_rate: float
+    unit: str | None
+
+
+@dataclass(frozen=True)
 class JobInputs:
-    """One job's decision inputs: ``market`` and ``jobs`` (``n = 1``) for the engine, and the
-    job's ``eligible`` row ``(m,)``."""
+    """One job's decision inputs: ``market`` and ``jobs`` (``n = 1``) for the engine, the
+    job's ``eligible`` row ``(m,)``, and its ``speeds`` (``None``: speed model off)."""
 
     table: OfferTable
     market: MarketView
     jobs: JobView
     eligible: np.ndarray
+    speeds: JobSpeeds | None = None
+
+
+def speed_model_on(job: Job) -> bool:
+    """Whether offers are ranked by the job's speed on them: its spec has ``work`` or
+    ``reference_gpu``, or the job has measured its rate."""
+    spec = job.spec
+    return spec.work is not None or spec.reference_gpu is not None \
+        or any(r.hours > 0 for r in job.progress.measured())
+
+
+def _work_unit(job: Job) -> str | None:
+    latest = job.progress.latest
+    if latest is not None:
+        return latest.unit.value
+    return job.spec.work.unit.value if job.spec.work is not None else None
+
+
+def work_model(job: Job, measured: list[Measurement]) -> WorkModel:
+    """The job's :class:`~policies.throughput.WorkModel`. A job that declared no rate but
+    measured some has its measured models declared at their measured per-GPU rates: the
+    table's priors are in reference-hours, the measurements in the job's own units, and
+    without a declaration the model would take the (arbitrary) ratio of the two for how this
+    job differs from the benchmarks and shrink it toward 1, leaving every unmeasured offer
+    hundreds of times slower than the measured one; declared, they set the job's units and
+    scale every other GPU model's prior by the measured ratio."""
+    model = WorkModel.from_spec(job.spec)
+    if model.declared or not measured:
+        return model
+    evidence: dict[str, list[float]] = {}
+    for m in measured:
+        per_gpu = m.units_per_h / float(scaling(m.gpu_count, model.scaling_efficiency))
+        acc = evidence.setdefault(m.gpu_model.lower(), [0.0, 0.0])
+        acc[0] += m.hours * math.log(per_gpu)
+        acc[1] += m.hours
+    declared = {k: math.exp(s / h) for k, (s, h) in evidence.items() if h > 0}
+    return replace(model, declared=declared)
+
+
+def job_speeds(job: Job, table: OfferTable) -> JobSpeeds | None:
+    """The job's :class:`JobSpeeds` over ``table``; ``None`` when its speed model is off."""
+    if not speed_model_on(job):
+        return None
+    measured = measurements(job)
+    model = work_model(job, measured)
+    speed, rates, ref = offer_speeds(model, table, measured)
+    in_units = bool(measured) or bool(model.declared)
+    return JobSpeeds(speed=speed, rates=rates, ref_rate=float(ref),
+                     unit=_work_unit(job) if in_units else None)
+
+
+def offer_speed(job: Job, offer: Offer | None = None) -> float:
+    """The job's speed (reference-hours per market hour) on ``offer`` (default: its current
+    placement's); 1 when the speed model is off or there is no offer."""
+    if offer is None:
+        offer = job.placement.offer if job.placement is not None else None
+    if offer is None or not speed_model_on(job):
+        return 1.0
+    speeds = job_speeds(job, OfferTable.from_offers([offer]))
+    return float(speeds.speed[0]) if speeds is not None else 1.0
+
+
+def remaining_units(job: Job) -> float | None:
+    """Units still to do: the total (``work.total``, else the latest reported one) minus the
+    latest reported ``done`` (0 before any report), at least 0; ``None`` without a total."""
+    latest = job.progress.latest
+    work = job.spec.work
+    total = work.total if work is not None and work.total is not None \
+        else (latest.total if latest is not None else None)
+    if total is None:
+        return None
+    return max(0.0, total - (latest.done if latest is not None else 0.0))
+
+
+def compute_hours(job: Job, speeds: JobSpeeds | None) -> tuple[float, float]:
+    """``(compute_h, remaining_compute_h)`` of ``job``, ``nan`` when unknown. With rates in
+    the job's units and a total: the total, and what is left of it (:func:`remaining_units`;
+    before any report, the total less the reference-hours saved in checkpoints), ÷ the
+    reference rate; else ``expected_hours`` and ``expected_hours`` − ``progress_h``."""
+    units = remaining_units(job)
+    if speeds is not None and speeds.unit is not None and units is not None \
+            and speeds.ref_rate > 0:
+        latest = job.progress.latest
+        work = job.spec.work
+        total = work.total if work is not None and work.total is not None else latest.total
+        total_h = total / speeds.ref_rate
+        left_h = units / speeds.ref_rate if latest is not None \
+            else max(0.0, total_h - job.progress_h)
+        return total_h, left_h
+    remaining = job.remaining_hours()
+    return _or(job.spec.expected_hours, math.nan), _or(remaining, math.nan)
 
 
 def launchable(providers: ProviderRegistry | None, provider: str) -> bool:
@@ -175,34 +295,42 @@ def cooling_down(job: Job, now: datetime) -> tuple[str, datetime] | None:
 
 
 def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> JobInputs:
-    """The views of ``job`` at ``now`` (aware UTC). Remaining compute = ``expected_hours`` −
-    progress saved in committed checkpoints (``Job.progress_h``); progress since the last
-    checkpoint (lost by a move) is estimated from the current attempt's running hours. The
-    job's final checkpoint after a notice is taken to need its ``grace_s`` (the time the agent
-    gives it to save). The owner's spend is read from the store when the owner has a limit."""
+    """The views of ``job`` at ``now`` (aware UTC). Remaining compute: :func:`compute_hours`
+    (reference-hours with the speed model, :func:`job_speeds`, whose speeds the market view
+    gets); progress since the last checkpoint (lost by a move) is estimated from the current
+    attempt's running hours × its offer's speed. The job's final checkpoint after a notice is
+    taken to need its ``grace_s`` (the time the agent gives it to save). The owner's spend is
+    read from the store when the owner has a limit."""
     eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
     cooling = cooling_down(job, now)
     if cooling is not None:
         left = [i for i, o in enumerate(snap.offers) if o.key.series() == cooling[0]]
         eligible[0, left] = False
     table, market = snap.market(eligible)
+    speeds = job_speeds(job, table)
+    if speeds is not None:
+        market = with_speed(market, speeds.speed)
     user_limit = snap.budgets.users.get(job.spec.owner)
     user_spent = owner_spent(store, snap.budgets, job.spec.owner)
     placement = job.placement
     age_h = 0.0
     if placement is not None and placement.instance_id is not None:
-        age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now)
+        speed = 1.0
+        if speeds is not None:
+            current = [i for i, key in enumerate(table.keys)
+                       if key == placement.offer.key.series()]
+            speed = float(speeds.speed[current[0]]) if current else offer_speed(job)
+        age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now) * speed
                     - job.progress_h)
-    remaining = job.remaining_hours()
+    compute_h, remaining_h = compute_hours(job, speeds)
     jobs = job_view(
         [job], table, now, restart_overhead_h=RESTART_OVERHEAD_H,
         decision_interval_h=RECONCILE_INTERVAL_S * snap.time_scale / 3600.0,
-        compute_h=[_or(job.spec.expected_hours, math.nan)],
-        remaining_compute_h=[_or(remaining, math.nan)],
+        compute_h=[compute_h], remaining_compute_h=[remaining_h],
         budget_usd=[_or(job.spec.budget_usd, math.inf)],
         user_spent_usd=[user_spent], user_budget_usd=[_or(user_limit, math.inf)],
         checkpoint_interval_h=[job.spec.checkpoint.sync_interval_s * snap.time_scale / 3600.0],
         checkpoint_age_h=[age_h], final_checkpoint_s=[job.spec.checkpoint.grace_s],
         time_scale=snap.time_scale,
     )
-    return JobInputs(table, market, jobs, eligible[0])
+    return JobInputs(table, market, jobs, eligible[0], speeds)

@@ -17,6 +17,7 @@ from scheduler.controller.throttle import Spread, Throttle
 if TYPE_CHECKING:
     from scheduler.controller.context import Observed
     from scheduler.controller.policy_inputs import MarketSnapshot
+    from scheduler.controller.waste import Tracker
 
 # Bound of :attr:`ControllerState.unmatched`: past it the memory starts afresh.
 UNMATCHED_MAX = 100_000
@@ -36,6 +37,8 @@ class ControllerState:
       that price history did not hold yet (the pricing step), bounded by UNMATCHED_MAX.
     - **market**: the last pass's market snapshot, with the observation it was read for and
       when (``time.monotonic()``); see :func:`~scheduler.controller.policy_inputs.snapshot`.
+    - **waste**: job id → the current attempt's recent GPU samples and progress points (the
+      waste step, :mod:`scheduler.controller.waste`; bounded there).
     """
 
     reviews: Throttle = field(default_factory=Throttle)
@@ -44,3 +47,4 @@ class ControllerState:
     settles: Spread = field(default_factory=Spread)
     unmatched: dict[tuple[str, int], tuple[float, datetime]] = field(default_factory=dict)
     market: tuple[Observed, float, MarketSnapshot] | None = None
+    waste: dict[str, Tracker] = field(default_factory=dict)

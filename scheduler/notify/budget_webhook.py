@@ -1,5 +1,7 @@
-"""Budget alerts to a webhook: the store's outbox (:class:`~scheduler.store.budgets.BudgetOutbox`)
-filled by the controller, emptied by a periodic daemon job that POSTs each alert as JSON.
+"""Alerts to a webhook: budget alerts (:mod:`scheduler.controller.budgets`) and GPU waste
+alerts (:mod:`scheduler.controller.waste`), queued by the controller in the store's outbox
+(:class:`~scheduler.store.budgets.BudgetOutbox`), emptied by a periodic daemon job that POSTs
+each alert as JSON to the daemon's ``budget_webhook`` URL.
 
 Delivery is at-least-once: an alert is moved to an in-flight list while it is posted and only
 removed after a 2xx answer (a redirect is not delivery and is not followed). A failed POST puts
@@ -8,14 +10,21 @@ the alert at the *back* of the outbox, wrapped as ``{"_retry": {"tries", "next_a
 holds up the others; after ``attempts`` tries or ``max_age_s`` it moves to the dead-letter list
 ``keys.BUDGET_DEAD`` with a WARNING. A run that died mid-way leaves its in-flight alerts, which
 the next run puts back first. One replica delivers at a time: the daemon runs the deliverer as
-a :class:`~scheduler.store.leases.LeasedTask` on :data:`DELIVERY_LEASE`. Receivers should
-de-duplicate on ``(job_id, scope, threshold)``.
+a :class:`~scheduler.store.leases.LeasedTask` on :data:`DELIVERY_LEASE`.
 
-Payload (``application/json``)::
+Payloads (``application/json``). An alert with a ``kind`` is of that kind; one without is a
+budget alert (its shape predates the kinds). Budget alerts (de-duplicate on ``(job_id, scope,
+threshold)``)::
 
     {"job_id": "...", "owner": "alice", "scope": "job" | "user", "threshold": 0.8,
      "spent_usd": 8.1, "budget_usd": 10.0, "at": "2026-11-30T19:00:00+00:00",
      "message": "job budget at 80 %: $8.10 of $10.00"}
+
+Waste alerts (de-duplicate on ``(job_id, alert, attempt)``; see
+:mod:`scheduler.controller.waste`)::
+
+    {"kind": "waste", "alert": "idle", "job_id": "...", "owner": "alice", "attempt": 2,
+     "offer": "aws/us-east-1/us-east-1a/g5.xlarge/spot", "at": "...", "message": "..."}
 """
 
 from __future__ import annotations
@@ -93,7 +102,7 @@ class WebhookDeliverer:
         try:
             return self._deliver()
         except redis.RedisError as exc:
-            log.warning("budget webhook run cut short, Redis unavailable: %s", exc)
+            log.warning("alert webhook run cut short, Redis unavailable: %s", exc)
             return 0
 
     def _deliver(self) -> int:
@@ -139,15 +148,23 @@ class WebhookDeliverer:
                               "next_at": now + min(self.backoff_max_s,
                                                    self.backoff_s * 2 ** (tries - 1))},
                    "alert": alert}
-        what = f"{alert.get('job_id')}/{alert.get('scope')}/{alert.get('threshold')}"
+        what = describe(alert)
         if tries >= self.attempts or now - first_at >= self.max_age_s:
             self.outbox.bury(raw, json.dumps(wrapped, sort_keys=True))
-            log.warning("budget webhook %s: alert %s given up after %d tries (dead-lettered): %s",
+            log.warning("alert webhook %s: alert %s given up after %d tries (dead-lettered): %s",
                         _safe(self.url), what, tries, exc)
             return
         self.outbox.requeue(raw, json.dumps(wrapped, sort_keys=True))
-        log.info("budget webhook %s: alert %s failed (try %d), retrying later: %s",
+        log.info("alert webhook %s: alert %s failed (try %d), retrying later: %s",
                  _safe(self.url), what, tries, exc)
+
+
+def describe(alert: dict[str, Any]) -> str:
+    """An alert's identity for logs: ``job/scope/threshold`` for a budget alert,
+    ``job/kind/alert/attempt`` for the other kinds."""
+    if "kind" in alert:
+        return f"{alert.get('job_id')}/{alert['kind']}/{alert.get('alert')}/{alert.get('attempt')}"
+    return f"{alert.get('job_id')}/{alert.get('scope')}/{alert.get('threshold')}"
 
 
 def _unwrap(raw: str) -> tuple[dict[str, Any], dict[str, float]]:

@@ -3,7 +3,8 @@
 Two kinds of figures:
 
 - **Shared by all replicas, read from Redis at scrape time** (:class:`StoreCollector`): jobs
-  by state, preemptions, migrations by reason, money saved, provider errors. They are kept in
+  by state, preemptions, migrations by reason, money saved, cost per 1,000 work units of
+  running jobs, waste alerts, provider errors. They are kept in
   Redis beside each job write (:mod:`scheduler.store.job_stats`) and at each failed provider
   call (:mod:`scheduler.store.provider_errors`), so any replica's ``/metrics`` gives the same
   totals; sum nothing across replicas for these.
@@ -23,6 +24,12 @@ Metric names (units in the names, ``_total`` on counters as Prometheus expects):
   actual cost is what the market charged: each held offer's recorded price series
   integrated over its running time, :meth:`core.models.Placement.cost_usd`)
 - ``ga_provider_errors_total{provider,operation,error}`` counter
+- ``ga_job_cost_per_1k_units_usd{job_id,unit}`` gauge: USD per 1,000 work units of each
+  running job whose rate on its offer is measured (its held offer's latest price ÷ that
+  rate; at most :data:`~scheduler.store.job_stats.WORK_COST_JOBS_MAX` jobs, by job id, so the
+  series stay bounded)
+- ``ga_waste_alerts_total{alert}`` counter (``low-utilisation`` | ``idle`` | ``slow-steps``
+  | ``vram-oversized``; :mod:`scheduler.controller.waste`)
 - ``ga_offer_poll_seconds{provider}`` histogram
 - ``ga_reconcile_pass_seconds`` histogram
 """
@@ -88,6 +95,13 @@ class StoreCollector(Collector):
             "on-demand offer (sum over jobs of reference cost minus actual cost, the held "
             "offers' recorded spot price series integrated over their running time)",
             value=totals.saved_usd)
+        work = GaugeMetricFamily(
+            "ga_job_cost_per_1k_units_usd", "USD per 1,000 work units (samples, tokens or "
+            "steps) of a running job: its held offer's latest price divided by the rate "
+            "measured from its own progress reports on that offer", labels=["job_id", "unit"])
+        for job_id, unit, usd in totals.work_cost:
+            work.add_metric([job_id, unit], usd)
+        yield work
         counters = self._stats.counters()
         yield _counter("ga_preemptions", "Placements ended by a spot preemption",
                        ["provider"], {(k,): v for k, v in counters["preemptions"].items()})
@@ -96,6 +110,11 @@ class StoreCollector(Collector):
                        "above the job's max_price_usd_per_hour; lost: the instance "
                        "vanished)", ["reason"],
                        {(k,): v for k, v in counters["migrations"].items()})
+        yield _counter("ga_waste_alerts", "GPU waste alerts raised, by alert (low-utilisation: "
+                       "under 65 % for 10 min; idle: 0 % for 300 s; slow-steps: step time "
+                       "over 20 % above the job's baseline; vram-oversized: under half the "
+                       "offer's GPU memory used)", ["alert"],
+                       {(k,): v for k, v in counters.get("waste", {}).items()})
         yield _counter("ga_provider_errors", "Provider calls that failed, by provider, "
                        "operation and error type", ["provider", "operation", "error"],
                        self._errors.counts())

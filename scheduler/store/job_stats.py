@@ -7,10 +7,11 @@ reads the figures of the *active* jobs and a few aggregates: its cost follows th
 active jobs, not of every job ever run.
 
 - ``ga:jobs:summary``: hash active job id → compact JSON ``{"state", "saved", "rate",
-  "since"}``: its state, USD saved against all-on-demand up to the UNIX time ``since`` (by
-  every placement; costs are the held offers' price series integrated, :func:`summary`), and
-  for a running placement the USD saved per wall second from ``since`` on, at its latest
-  recorded price.
+  "since", "cpk", "unit"}``: its state, USD saved against all-on-demand up to the UNIX time
+  ``since`` (by every placement; costs are the held offers' price series integrated,
+  :func:`summary`), for a running placement the USD saved per wall second from ``since`` on,
+  at its latest recorded price, and for a running job whose rate on its offer is measured,
+  the USD per 1,000 work units at that price (``cpk``) and the unit.
 - ``ga:jobs:finished``: hash finished job id → USD it saved (membership: it is counted in
   the two aggregates that follow).
 - ``ga:metrics:finished``: hash terminal state → finished jobs in it;
@@ -18,6 +19,8 @@ active jobs, not of every job ever run.
 - ``ga:metrics:preemptions``: hash provider → placements that ended preempted.
 - ``ga:metrics:migrations``: hash reason (``preemption``, ``price``, ``lost``) → migrations
   started (a placement ended for that reason and the job goes on elsewhere).
+- ``ga:metrics:waste``: hash waste alert (``low-utilisation``, ``idle``, ``slow-steps``,
+  ``vram-oversized``) → alerts raised (``Job.waste.raised`` grew).
 
 Failed provider calls are counted apart, in :mod:`scheduler.store.provider_errors`.
 
@@ -30,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -70,7 +73,25 @@ def summary(job: Job) -> dict[str, Any]:
         out["rate"] = (ref - p.price_usd_per_hour()) * p.time_scale / 3600.0
         out["since"] = since.timestamp()
     out["saved"] = round(saved, 6)
+    out.update(work_cost(job))
     return out
+
+
+def work_cost(job: Job) -> dict[str, Any]:
+    """``{"cpk", "unit"}``: USD per 1,000 work units of a running job at its held offer's
+    latest recorded price and its measured rate there (units per market hour,
+    :meth:`~core.models.jobs.JobProgress.rate`); ``{}`` when it is not running or its rate
+    there is not measured."""
+    p = job.placement
+    latest = job.progress.latest
+    if job.state is not JobState.RUNNING or p is None or p.started_at is None or latest is None:
+        return {}
+    evidence = job.progress.rate(p.offer.gpu_model, p.offer.gpu_count)
+    if evidence is None or evidence.hours <= 0 or evidence.units <= 0:
+        return {}
+    units_per_h = evidence.units / evidence.hours
+    return {"cpk": round(p.price_usd_per_hour() * 1000.0 / units_per_h, 9),
+            "unit": latest.unit.value}
 
 
 def saved_usd(figures: dict[str, Any], now_ts: float) -> float:
@@ -102,6 +123,10 @@ def record(pipe: redis.client.Pipeline, previous: Job | None, job: Job) -> None:
     else:
         pipe.hset(keys.JOB_SUMMARIES, job.id, json.dumps(figures, separators=(",", ":")))
     _count_closed_placements(pipe, previous, job)
+    for alert, raised in job.waste.raised.items():
+        delta = raised - (previous.waste.raised.get(alert, 0) if previous else 0)
+        if delta > 0:
+            pipe.hincrby(keys.METRIC_WASTE, alert, delta)
 
 
 def _count_closed_placements(pipe: redis.client.Pipeline, previous: Job | None,
@@ -123,12 +148,20 @@ def _ints(values: dict[str, str]) -> dict[str, int]:
     return {k: int(v) for k, v in values.items()}
 
 
+# Running jobs whose cost per 1,000 units /metrics lists at most (one series each, by job
+# id): bounds the scrape's label cardinality whatever the number of jobs.
+WORK_COST_JOBS_MAX = 500
+
+
 @dataclass
 class JobTotals:
-    """Jobs by state (every state present, 0 if none) and USD saved against all-on-demand."""
+    """Jobs by state (every state present, 0 if none), USD saved against all-on-demand, and
+    ``(job id, unit, USD per 1,000 units)`` of running jobs with a measured rate (the first
+    :data:`WORK_COST_JOBS_MAX` by job id)."""
 
     by_state: dict[str, int]
     saved_usd: float
+    work_cost: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 class JobStats:
@@ -143,20 +176,25 @@ class JobStats:
         if not self._r.exists(keys.METRIC_BACKFILLED):
             self._backfill()
         with self._r.pipeline(transaction=False) as pipe:
-            pipe.hvals(keys.JOB_SUMMARIES)
+            pipe.hgetall(keys.JOB_SUMMARIES)
             pipe.hgetall(keys.METRIC_FINISHED_STATES)
             pipe.get(keys.METRIC_FINISHED_SAVED)
             active, finished, finished_saved = pipe.execute()
         states: Counter[str] = Counter(_ints(finished))
         saved = float(finished_saved or 0.0)
-        for raw in active:
+        work_cost = []
+        for job_id, raw in active.items():
             try:
                 item = json.loads(raw)
             except ValueError:
                 continue
             states[item.get("state", "")] += 1
             saved += saved_usd(item, now_ts)
-        return JobTotals({s.value: states.get(s.value, 0) for s in JobState}, saved)
+            if "cpk" in item:
+                work_cost.append((job_id, str(item.get("unit", "")), float(item["cpk"])))
+        work_cost.sort()
+        return JobTotals({s.value: states.get(s.value, 0) for s in JobState}, saved,
+                         work_cost[:WORK_COST_JOBS_MAX])
 
     def _backfill(self) -> None:
         """Count, once, the jobs stored before these figures existed (an upgrade). Each job
@@ -187,9 +225,12 @@ class JobStats:
                 return False  # written meanwhile: that write counted it
 
     def counters(self) -> dict[str, dict[str, int]]:
-        """``{"preemptions": {provider: n}, "migrations": {reason: n}}``."""
+        """``{"preemptions": {provider: n}, "migrations": {reason: n}, "waste": {alert:
+        n}}``."""
         with self._r.pipeline(transaction=False) as pipe:
             pipe.hgetall(keys.METRIC_PREEMPTIONS)
             pipe.hgetall(keys.METRIC_MIGRATIONS)
-            preempted, migrated = pipe.execute()
-        return {"preemptions": _ints(preempted), "migrations": _ints(migrated)}
+            pipe.hgetall(keys.METRIC_WASTE)
+            preempted, migrated, wasted = pipe.execute()
+        return {"preemptions": _ints(preempted), "migrations": _ints(migrated),
+                "waste": _ints(wasted)}

@@ -113,6 +113,7 @@ METRIC_BACKFILLED = f"{PREFIX}:metrics:backfilled"  # set once jobs stored befor
                                                     # existed were counted (a lock while it runs)
 METRIC_PREEMPTIONS = f"{PREFIX}:metrics:preemptions"  # hash provider -> placements preempted
 METRIC_MIGRATIONS = f"{PREFIX}:metrics:migrations"    # hash reason -> migrations started
+METRIC_WASTE = f"{PREFIX}:metrics:waste"  # hash waste alert -> alerts raised
 METRIC_PROVIDER_ERRORS = f"{PREFIX}:metrics:provider-errors"  # hash "provider|op|kind" -> n
 
 
