@@ -29,7 +29,7 @@ from policies.views import NO_OFFER, AvailabilityStats, JobView, MarketView, Off
 # λ·loss is clipped below 1 by this much: an offer that loses 99 % of its time is useless anyway.
 _MAX_LOSS_SHARE = 0.99
 DEFAULT_RUNTIME_H = 1.0
-"""Runtime used to amortise the launch overhead when a job's duration is unknown."""
+"""Reference-hours used to amortise the launch overhead when a job's duration is unknown."""
 
 
 def hazard_per_h(stats: AvailabilityStats, is_spot: np.ndarray) -> np.ndarray:
