@@ -2,7 +2,11 @@
 
 - ``GET /v1/history``: statistics per series or group (:func:`scheduler.services.history.query`).
 - ``GET /v1/history/points``: one series' step function, for plots.
-- ``POST /v1/plans``: a job spec's cost and duration estimate (:mod:`scheduler.services.plans`).
+- ``POST /v1/plans``: a job spec's cost and duration estimate (:mod:`scheduler.services.plans`):
+  ``{"spec", "compute_hours"?, "lookback"?, "work"?: {"unit": "samples" | "tokens" | "steps",
+  "amount", "epochs"?}}`` (``work``: plan for ``amount × epochs`` units instead of the spec's
+  work; not with ``compute_hours``, and only for a spec that declares a throughput: else 422
+  naming ``work``).
 - ``GET /v1/cost-report``: recorded costs of a job or of the jobs since a time
   (:mod:`scheduler.services.costs`).
 
@@ -20,8 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from core.models.work import WORK_MAX_UNITS, WorkUnit
 from scheduler.api.auth import require_user
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.services import costs as cost_service
@@ -31,10 +36,22 @@ from scheduler.services.fleet import owned_provider_names
 from scheduler.store import Store
 
 
+class PlanWork(BaseModel):
+    """The work to plan for: ``amount`` units (e.g. the dataset's samples) × ``epochs``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    unit: WorkUnit
+    amount: float = Field(gt=0, le=WORK_MAX_UNITS)
+    epochs: float = Field(default=1.0, gt=0, le=1_000_000)
+
+
 class PlanRequest(BaseModel):
     spec: dict[str, Any]
     compute_hours: float | None = Field(default=None, gt=0, le=1_000_000)
     lookback: str = "30d"
+    work: PlanWork | None = Field(default=None, description="plan for this work instead of "
+                                                            "the spec's (not with compute_hours)")
 
 
 def query_error(exc: history_service.QueryError) -> HTTPException:
@@ -71,11 +88,13 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
     def make_plan(body: PlanRequest, request: Request) -> dict[str, Any]:
         # The daemon's adapters (set by scheduler.daemon): which offers a placement may use.
         providers = getattr(request.app.state, "providers", None)
+        work = None if body.work is None else plan_service.WorkOption(
+            body.work.unit, body.work.amount, body.work.epochs)
         try:
             return plan_service.plan(store, body.spec, body.compute_hours, body.lookback,
-                                     providers=providers)
-        except history_service.QueryError as exc:
-            raise query_error(exc) from None
+                                     providers=providers, work=work)
+        except (history_service.QueryError, plan_service.PlanError) as exc:
+            raise HTTPException(422, str(exc)) from None
 
     @api.get("/v1/cost-report")
     def cost_report(request: Request, job: str | None = None, since: str | None = None,

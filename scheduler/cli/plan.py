@@ -23,6 +23,30 @@ from scheduler.cli.client import CliError
 from scheduler.cli.formats import check_format, emit
 from scheduler.cli.local_state import direct_store
 
+UNIT_OPTIONS = ("samples", "tokens", "steps")
+
+
+def work_option(samples: float | None, tokens: float | None, steps: float | None,
+                epochs: float | None, compute_hours: float | None) -> dict[str, Any] | None:
+    """The ``work`` of a plan request (``{"unit", "amount", "epochs"}``) from the options, or
+    ``None`` without a unit option. Raises :class:`CliError` for two unit options, one with
+    ``--compute-hours``, and ``--epochs`` alone."""
+    given = [(unit, v) for unit, v in zip(UNIT_OPTIONS, (samples, tokens, steps), strict=True)
+             if v is not None]
+    if len(given) > 1:
+        raise CliError("give the work in one unit: " + " and ".join(
+            f"--{unit}" for unit, _ in given) + " were both given")
+    if not given:
+        if epochs is not None:
+            raise CliError("--epochs multiplies the work: give it with --samples, --tokens "
+                           "or --steps")
+        return None
+    if compute_hours is not None:
+        raise CliError(f"--{given[0][0]} and --compute-hours both set the work to plan for: "
+                       "give one (the work's hours come from the spec's work.throughput)")
+    unit, amount = given[0]
+    return {"unit": unit, "amount": amount, "epochs": 1.0 if epochs is None else epochs}
+
 
 @app.command()
 def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
@@ -30,6 +54,16 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
              None, "--compute-hours", min=0.001, help="instance-hours the job needs without "
                                                      "interruptions (default: the spec's "
                                                      "expected_hours, else 1: per compute hour)"),
+         samples: float | None = typer.Option(
+             None, "--samples", min=1, help="plan for this many samples per epoch (e.g. 1e8), "
+                                            "at the rates of the spec's work.throughput"),
+         tokens: float | None = typer.Option(None, "--tokens", min=1,
+                                             help="plan for this many tokens per epoch"),
+         steps: float | None = typer.Option(None, "--steps", min=1,
+                                            help="plan for this many steps per epoch"),
+         epochs: float | None = typer.Option(
+             None, "--epochs", min=0.001, help="epochs over the --samples/--tokens/--steps "
+                                               "(default 1): the work is their product"),
          lookback: str = typer.Option("30d", help="price history used for the quantiles"),
          config: Path | None = typer.Option(
              None, help="without a running daemon: the daemon config whose providers to plan on "
@@ -39,7 +73,14 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
          home: Path | None = HomeOption) -> None:
     """Where the daemon would place a job now and why (the same policy and cost model), and
     what it will cost and how long it will take: all on-demand, on spot, under the policy; the
-    five best offers. Flags expected costs over the spec's budget_usd.
+    five best offers, each with its hours and cost to finish, its cost per 1,000 units and
+    where its throughput comes from (measured, declared, prior). Flags expected costs over
+    the spec's budget_usd.
+
+    The work to plan for: --samples/--tokens/--steps N (× --epochs), or --compute-hours,
+    else the spec's work.total, else its expected_hours. GPU-hours = data × epochs ÷
+    per-GPU throughput (the spec's work.throughput, units/s on one GPU of a model; other
+    models from the package's GPU table).
 
     Asks the daemon when one answers for GA_HOME (its latest offers). Without one it plans by
     itself on what the configured providers list now (--config), reading price history from
@@ -49,10 +90,11 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
     check_format(fmt)
     try:
+        work = work_option(samples, tokens, steps, epochs, compute_hours)
         raw = load_spec_file(spec_file)
-        result = _daemon_plan(home, raw, compute_hours, lookback)
+        result = _daemon_plan(home, raw, compute_hours, lookback, work)
         if result is None:
-            result = _plan_here(home, raw, compute_hours, lookback, config)
+            result = _plan_here(home, raw, compute_hours, lookback, config, work)
     except ConfigError as exc:
         fail(CliError(str(exc)))
     except SpecError as exc:
@@ -63,7 +105,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
 
 def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
-                 lookback: str) -> dict[str, Any] | None:
+                 lookback: str, work: dict[str, Any] | None) -> dict[str, Any] | None:
     """The daemon's plan, or ``None`` when no daemon answers for ``home``. Raises
     :class:`CliError` when the daemon refuses the request."""
     try:
@@ -71,19 +113,25 @@ def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | 
         api.get("/v1/health")
     except CliError:
         return None
-    return api.post("/v1/plans", json={"spec": raw, "compute_hours": compute_hours,
-                                       "lookback": lookback})
+    body = {"spec": raw, "compute_hours": compute_hours, "lookback": lookback}
+    if work is not None:
+        body["work"] = work
+    return api.post("/v1/plans", json=body)
 
 
 def _plan_here(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
-               lookback: str, config: Path | None) -> dict[str, Any]:
+               lookback: str, config: Path | None, work: dict[str, Any] | None
+               ) -> dict[str, Any]:
     """The plan made in this process (no daemon), on the configured providers' offers."""
     from core.config import home_dir
+    from core.models.work import WorkUnit
     from scheduler.services.history import QueryError
-    from scheduler.services.plans import plan_without_daemon
+    from scheduler.services.plans import PlanError, WorkOption, plan_without_daemon
 
+    option = None if work is None else WorkOption(WorkUnit(work["unit"]), work["amount"],
+                                                  work["epochs"])
     try:
         return plan_without_daemon(direct_store(home), home or home_dir(), raw, compute_hours,
-                                   lookback, config)
-    except QueryError as exc:
+                                   lookback, config, option)
+    except (QueryError, PlanError) as exc:
         raise CliError(str(exc)) from None

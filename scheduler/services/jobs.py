@@ -11,15 +11,11 @@ import base64
 import binascii
 import secrets
 import tarfile
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from policies.constraints import unknown_names
-from scheduler.budgets import check_owner_budget
-from scheduler.checkpoints.bundles import check_bundle
-from scheduler.checkpoints.keys import code_bundle_key
-from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
 from core.models import (
     Job,
     JobEvent,
@@ -29,6 +25,12 @@ from core.models import (
     utcnow,
 )
 from core.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
+from policies.constraints import unknown_names
+from scheduler.budgets import check_owner_budget
+from scheduler.checkpoints.bundles import check_bundle
+from scheduler.checkpoints.keys import code_bundle_key
+from scheduler.checkpoints.objectstore import ObjectStore, UnsafeBundle
+from scheduler.services.work import work_cost
 from scheduler.store import StaleJobError, Store
 from scheduler.store.job_stats import MIGRATION_REASONS
 from scheduler.store.known_names import KnownNames
@@ -177,8 +179,10 @@ def cancel(store: Store, job_id: str) -> Job:
 def summary(job: Job) -> dict[str, Any]:
     """Job plus derived money figures: ``cost_usd``, ``on_demand_cost_usd``, ``savings_pct``,
     ``billed_hours`` (market hours), ``migrations`` (see :func:`migrations`),
-    ``placement_costs``. Costs are the held offers' recorded price series integrated
-    (:meth:`~core.models.Placement.cost_usd`)."""
+    ``placement_costs``, ``work`` (the job's units done and left and what 1,000 of them cost:
+    :meth:`scheduler.services.work.WorkCost.as_dict`, or ``None`` for a job with neither a
+    spec ``work`` nor a progress report). Costs are the held offers' recorded price series
+    integrated (:meth:`~core.models.Placement.cost_usd`)."""
     now = utcnow()
     cost = job.cost_usd(now)
     on_demand = job.on_demand_cost_usd(now)
@@ -199,8 +203,14 @@ def summary(job: Job) -> dict[str, Any]:
                              "price_usd_per_hour": p.price_usd_per_hour()}
                             for p in job.all_placements()],
         "migrations": migrations(job),
+        "work": _work(job, now),
     }
     return data
+
+
+def _work(job: Job, now: datetime) -> dict[str, Any] | None:
+    cost = work_cost(job, now)
+    return None if cost is None else cost.as_dict()
 
 
 def migrations(job: Job) -> int:

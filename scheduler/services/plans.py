@@ -14,6 +14,15 @@ none or when it lies outside); ``duration_hours.low`` is ``H`` plus the launch, 
 reclaims. An offer whose reclaims leave no progress (``λ·loss ≥ 0.99``) never finishes
 (``None``).
 
+Work (a spec's ``work`` with a total, or the ``work`` option: ``N`` samples, tokens or steps ×
+``epochs``, the planning formula GPU-hours = data × epochs ÷ per-GPU throughput): the job's
+speed model gives its rate on every offer (:func:`scheduler.services.work.rates_on`, the
+daemon's :func:`~scheduler.controller.policy_inputs.job_speeds`: declared in
+``work.throughput``, else the GPU table's prior scaled by the declared models), ``H`` is then
+the work ÷ the rate of one reference GPU (reference-hours) and an offer of speed ``s`` needs
+``H ÷ s`` hours; each estimate names its rate, the rate's source (measured | declared | prior)
+and the cost of 1,000 units there (price ÷ rate). Without the speed model every speed is 1.
+
 Three scenarios: all **on-demand** (the cheapest fitting on-demand offer, ignoring the job's
 market, price and risk limits, as the savings baseline does), **spot** (the fitting spot offer
 of lowest expected cost) and the **policy** (what a placement would choose now, with its
@@ -36,15 +45,23 @@ from typing import Any
 
 import numpy as np
 
+from core.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
+from core.models.specs import WorkSpec
+from core.models.work import WORK_MAX_UNITS, WorkUnit
 from policies import risk
 from policies.constraints import explain_no_fit
-from policies.eligibility import eligible_matrix
 from policies.decisions import decide_placement, tie_break_rank
+from policies.eligibility import eligible_matrix
 from policies.priors import UNKNOWN_SPOT_RISK
+from policies.throughput import cost_per_1k
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.context import ProviderRegistry
-from scheduler.controller.policy_inputs import JobInputs, MarketSnapshot, inputs_at, read_snapshot
-from core.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
+from scheduler.controller.policy_inputs import (
+    JobInputs,
+    MarketSnapshot,
+    inputs_at,
+    read_snapshot,
+)
 from scheduler.services import jobs as job_service
 from scheduler.services.history import parse_when
 from scheduler.services.history_stats import Accumulator
@@ -53,11 +70,34 @@ from scheduler.store.history import from_ms, to_ms
 from scheduler.store.known_names import KnownNames
 
 
+class PlanError(ValueError):
+    """A plan request the service refuses; ``field`` names the option (``work``,
+    ``compute_hours``)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+@dataclass(frozen=True)
+class WorkOption:
+    """The work to plan for instead of the spec's: ``amount`` units of ``unit`` (e.g. the
+    dataset's samples) × ``epochs``."""
+
+    unit: WorkUnit
+    amount: float
+    epochs: float = 1.0
+
+    @property
+    def total(self) -> float:
+        return self.amount * self.epochs
+
 
 def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation: float,
          launch_h: float, reclaims_per_h: float) -> dict[str, Any]:
-    """One offer's estimate (see the module docstring). ``inflation``: billed hours per useful
-    hour (``inf``: never finishes); ``reclaims_per_h``: the policy's hazard on the offer."""
+    """One offer's estimate (see the module docstring). ``compute_hours``: hours of work on
+    this offer; ``inflation``: billed hours per useful hour (``inf``: never finishes);
+    ``reclaims_per_h``: the policy's hazard on the offer."""
     row: dict[str, Any] = {
         "series": offer.key.series(), "provider": offer.provider, "region": offer.region,
         "zone": offer.zone, "instance_type": offer.instance_type, "market": offer.market.value,
@@ -68,7 +108,8 @@ def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation
     }
     if not math.isfinite(inflation):
         return {**row, "expected_interruptions": None, "rework_hours": None,
-                "duration_hours": None, "cost_usd": None}
+                "duration_hours": None, "cost_usd": None, "hours_to_finish": None,
+                "cost_to_finish_usd": None}
     billed_h = compute_hours * inflation
     expected_h = billed_h + launch_h
     now = offer.price_usd_per_hour
@@ -77,7 +118,8 @@ def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation
             "duration_hours": {"low": compute_hours + launch_h, "expected": expected_h,
                                "high": expected_h},
             "cost_usd": {"low": expected_h * min(prices["p10"], now), "expected": expected_h * now,
-                         "high": expected_h * max(prices["p90"], now)}}
+                         "high": expected_h * max(prices["p90"], now)},
+            "hours_to_finish": expected_h, "cost_to_finish_usd": expected_h * now}
 
 
 def _draft(spec: JobSpec, now: datetime) -> Job:
@@ -144,20 +186,57 @@ def _offers_from_history(store: Store) -> list[Offer]:
     return out
 
 
-def _hours(spec: JobSpec, compute_hours: float | None) -> tuple[JobSpec, float, str]:
-    """The compute hours to plan for and where they come from (see :func:`plan`), and the
-    spec to decide for (with ``expected_hours`` set to an explicit ``compute_hours``)."""
+def _hours(spec: JobSpec, compute_hours: float | None,
+           work: WorkOption | None = None) -> tuple[JobSpec, float, str]:
+    """The spec to decide for, the compute hours to plan for and where they come from (see
+    :func:`plan`): an explicit ``compute_hours`` (set as ``expected_hours``; a spec's work
+    total is then not used), the ``work`` option (set as ``work.total``; hours from the
+    rates, :func:`_work_hours`), the spec's ``work.total``, its ``expected_hours``, else 1."""
+    if compute_hours is not None and work is not None:
+        raise PlanError("work", "give the work (samples, tokens or steps) or compute_hours, "
+                                "not both")
+    if work is not None:
+        return _with_work(spec, work), math.nan, "option"
     if compute_hours is not None:
-        hours, source = float(compute_hours), "option"
-    elif spec.expected_hours is not None:
-        hours, source = float(spec.expected_hours), "spec"
-    else:
-        hours, source = 1.0, "default"
-    if not hours > 0:
-        raise ValueError(f"compute_hours: got {compute_hours}; must be > 0")
-    if source == "option":
-        spec = spec.model_copy(update={"expected_hours": hours})
-    return spec, hours, source
+        hours = float(compute_hours)
+        if not hours > 0:
+            raise PlanError("compute_hours", f"got {compute_hours}; must be > 0")
+        update: dict[str, Any] = {"expected_hours": hours}
+        if spec.work is not None and spec.work.total is not None:
+            update["work"] = spec.work.model_copy(update={"total": None})
+        return spec.model_copy(update=update), hours, "option"
+    if spec.work is not None and spec.work.total is not None:
+        return spec, math.nan, "work"
+    if spec.expected_hours is not None:
+        return spec, float(spec.expected_hours), "spec"
+    return spec, 1.0, "default"
+
+
+def _with_work(spec: JobSpec, work: WorkOption) -> JobSpec:
+    """``spec`` with ``work.total`` = the option's total in its unit (the rest of the spec's
+    ``work`` kept). Raises :class:`PlanError` for a total out of bounds."""
+    for name, value in (("amount", work.amount), ("epochs", work.epochs)):
+        if not (math.isfinite(value) and value > 0):
+            raise PlanError(f"work.{name}", f"got {value}; must be a number > 0")
+    if work.total > WORK_MAX_UNITS:
+        raise PlanError("work", f"{work.amount:g} × {work.epochs:g} epochs = {work.total:g} "
+                                f"{work.unit.value}; at most {WORK_MAX_UNITS:g}")
+    base = spec.work or WorkSpec()
+    return spec.model_copy(update={"work": base.model_copy(
+        update={"unit": work.unit, "total": work.total})})
+
+
+def _work_hours(inputs: JobInputs, unit: str) -> float:
+    """Reference-hours of the spec's work (the daemon's ``remaining_compute_h``). Raises
+    :class:`PlanError` when the job's rates are not in its units (nothing declared)."""
+    speeds = inputs.speeds
+    hours = float(inputs.jobs.remaining_compute_h[0])
+    if speeds is None or speeds.unit is None or not math.isfinite(hours):
+        raise PlanError("work", f"the spec declares no throughput in {unit} "
+                                "(work.throughput: units per second on one GPU of a model, e.g. "
+                                "{A100-80GB: 2400}), so its work cannot be turned into hours; "
+                                "declare one, or plan by compute hours")
+    return hours
 
 
 def _market(store: Store, providers: ProviderRegistry | None, offers: list[Offer] | None,
@@ -186,6 +265,10 @@ class _Estimates:
     launch_h: float
     finish: np.ndarray                   # (m,) expected USD to finish
     rank: np.ndarray                     # (m,)
+    speed: np.ndarray                    # (m,) reference-hours per hour (1 without speeds)
+    rates: np.ndarray | None             # (m,) units (or reference-hours) per market hour
+    sources: tuple[str, ...] | None      # (m,) measured | declared | prior
+    unit: str | None                     # the rates' unit (None: reference-hours)
 
     @classmethod
     def of(cls, store: Store, snap: MarketSnapshot, inputs: JobInputs, spec: JobSpec,
@@ -194,10 +277,16 @@ class _Estimates:
         lam = risk.hazard_per_h(market.offer_stats, inputs.table.is_spot)
         finish = risk.expected_cost_to_finish(jobs, market.price_usd_per_hour,
                                               risk.effective_price(jobs, market))[0]
+        speeds = inputs.speeds
+        m = len(snap.offers)
         return cls(snap, spec, hours, _history_prices(store, snap.offers, to_ms(since), to_ms(now)),
                    lam, risk.inflation(lam, risk.loss_per_reclaim_h(jobs, inputs.table)[0]),
                    float(jobs.restart_overhead_h[0] + jobs.move_extra_h[0]), finish,
-                   tie_break_rank(inputs.table))
+                   tie_break_rank(inputs.table),
+                   speeds.speed if speeds is not None else np.ones(m),
+                   speeds.rates.units_per_h if speeds is not None else None,
+                   speeds.rates.source if speeds is not None else None,
+                   speeds.unit if speeds is not None else None)
 
     def row(self, i: int) -> dict[str, Any]:
         """Offer ``i``'s estimate; with a budget, whether it overruns it (``over_budget``)."""
@@ -206,13 +295,32 @@ class _Estimates:
         prices = ({"p10": s["p10"], "mean": s["mean"], "p90": s["p90"], "hours": s["hours"]} if s
                   else {"p10": o.price_usd_per_hour, "mean": o.price_usd_per_hour,
                         "p90": o.price_usd_per_hour, "hours": 0.0})
-        row = _row(o, prices, self.hours, float(self.inflation[i]), self.launch_h,
-                   float(self.lam[i]))
+        speed = float(self.speed[i])
+        hours = self.hours / speed if speed > 0 else math.inf
+        row = _row(o, prices, hours, float(self.inflation[i]) if math.isfinite(hours)
+                   else math.inf, self.launch_h, float(self.lam[i]))
+        row.update(self._work(i, hours))
         if self.spec.budget_usd is not None:
             # A job that never finishes overruns any budget.
             row["over_budget"] = row["cost_usd"] is None or \
                 row["cost_usd"]["expected"] > self.spec.budget_usd
         return row
+
+    def _work(self, i: int, hours: float) -> dict[str, Any]:
+        """Offer ``i``'s speed, rate, its source and the cost of 1,000 units there (price now
+        ÷ rate; ``None`` without rates in the job's units), its GPU-hours and the expected
+        hours and cost to finish (the ``expected`` duration and cost)."""
+        o = self.snap.offers[i]
+        rate = float(self.rates[i]) if self.rates is not None else None
+        return {
+            "speed": float(self.speed[i]),
+            "rate_per_h": rate, "rate_unit": self.unit or ("reference-hours"
+                                                           if rate is not None else None),
+            "throughput_source": self.sources[i] if self.sources is not None else None,
+            "cost_per_1k_usd": (cost_per_1k(o.price_usd_per_hour, rate)
+                                if rate is not None and self.unit is not None else None),
+            "gpu_hours": hours * max(o.gpu_count, 1) if math.isfinite(hours) else None,
+        }
 
     def best(self, mask: np.ndarray) -> list[dict[str, Any]]:
         """The estimates of the offers in ``mask``, lowest expected cost first."""
@@ -244,13 +352,17 @@ def _scenarios(store: Store, snap: MarketSnapshot, inputs: JobInputs, spec: JobS
 def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookback: str = "30d",
          now: datetime | None = None, *, providers: ProviderRegistry | None = None,
          offers: list[Offer] | None = None, offers_source: str = "latest offers",
-         problems: list[str] | None = None) -> dict[str, Any]:
+         problems: list[str] | None = None, work: WorkOption | None = None) -> dict[str, Any]:
     """The plan of a job spec (a mapping, as submitted).
 
     Args:
-        compute_hours: instance-hours the job needs without interruptions (default: the
-            spec's ``expected_hours``, else 1: the result is then per compute hour). The
-            decision is taken as for the spec with ``expected_hours`` set to it.
+        compute_hours: instance-hours the job needs without interruptions on its reference
+            GPU (default: from its work, else the spec's ``expected_hours``, else 1: the
+            result is then per compute hour). The decision is taken as for the spec with
+            ``expected_hours`` set to it (and no ``work.total``).
+        work: the work to plan for (:class:`WorkOption`), set as the spec's ``work.total``;
+            not with ``compute_hours``. Its hours come from the job's rates: the spec must
+            declare a throughput (``work.throughput``).
         lookback: history window for the price quantiles (``30d``, ``1y``, an ISO date).
         providers: the daemon's adapters (which offers are launchable, the market's time
             scale); ``None`` counts every provider launchable at time scale 1.
@@ -258,7 +370,10 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
             ``offers_source``; ``problems``: why some provider listed nothing (shown).
 
     Returns:
-        ``{"job", "compute_hours", "compute_hours_source" ("option", "spec" or "default"),
+        ``{"job", "compute_hours" (reference-hours: hours on one reference GPU, or on every
+        offer without the speed model), "compute_hours_source" ("option", "work" (the
+        spec's), "spec", "default"), "work" (``None``, or ``{"unit", "total", "amount",
+        "epochs", "source": "option" | "spec", "reference_gpu", "reference_rate_per_h"}``),
         "gpu_hours", "budget_usd" (the spec's, or None), "over_budget" (scenario names whose
         expected cost exceeds it), "lookback_since", "offers_source", "offers_problems",
         "eligible", "scenarios": {"on-demand", "spot", "policy"}, "best_offers",
@@ -266,21 +381,29 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         ``expected_interruptions``, ``rework_hours``, ``duration_hours`` and ``cost_usd`` as
         ``{"low", "expected", "high"}`` or ``None`` when it never finishes) or ``None`` when
         nothing fits; the policy scenario carries the placement's ``reason`` (alone when it
-        would wait). With a budget, every estimate carries ``over_budget``.
+        would wait). Every estimate also carries ``hours_to_finish`` and ``cost_to_finish_usd``
+        (the expected ones), ``gpu_hours``, ``speed``, ``rate_per_h`` in ``rate_unit``,
+        ``throughput_source`` (measured | declared | prior; ``None`` without the speed model)
+        and ``cost_per_1k_usd`` (``None`` without rates in the job's units). With a budget,
+        every estimate carries ``over_budget``.
 
     Raises:
         SpecError: the spec is invalid. QueryError: a bad ``lookback``.
-        ValueError: ``compute_hours`` is not positive. ``redis.RedisError``.
+        PlanError (a ValueError): ``compute_hours`` is not positive, the work option is out
+        of bounds, given with ``compute_hours``, or for a spec that declares no throughput.
+        ``redis.RedisError``.
     """
-    spec, hours, hours_source = _hours(job_service.parse_spec(raw_spec), compute_hours)
+    spec, hours, hours_source = _hours(job_service.parse_spec(raw_spec), compute_hours, work)
     now = now or utcnow()
     since = parse_when(lookback, "lookback", now) or now - timedelta(days=30)
     snap, source, live = _market(store, providers, offers, offers_source)
     inputs = inputs_at(store, snap, _draft(spec, now), now)
+    hours, hours_source = _planned_hours(inputs, spec, hours, hours_source, work)
     est = _Estimates.of(store, snap, inputs, spec, hours, since, now)
     scenarios = _scenarios(store, snap, inputs, spec, est, live)
     return {
         "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
+        "work": _work_summary(inputs, spec, work),
         "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
         "over_budget": [name for name, e in scenarios.items() if (e or {}).get("over_budget")],
         "lookback_since": since.isoformat(), "offers_source": source,
@@ -293,8 +416,38 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     }
 
 
+def _planned_hours(inputs: JobInputs, spec: JobSpec, hours: float, source: str,
+                   work: WorkOption | None) -> tuple[float, str]:
+    """The hours :func:`_hours` left to the rates: the work option's (refused without rates
+    in its unit), the spec's work total's (else, as the daemon does, ``expected_hours`` or
+    the default)."""
+    if work is not None:
+        return _work_hours(inputs, work.unit.value), "option"
+    if source != "work":
+        return hours, source
+    speeds, left = inputs.speeds, float(inputs.jobs.remaining_compute_h[0])
+    if speeds is not None and speeds.unit is not None and math.isfinite(left):
+        return left, "work"
+    if spec.expected_hours is not None:
+        return float(spec.expected_hours), "spec"
+    return 1.0, "default"
+
+
+def _work_summary(inputs: JobInputs, spec: JobSpec, work: WorkOption | None) -> dict | None:
+    """The work planned for (see :func:`plan`), ``None`` without a work total in units."""
+    if spec.work is None or spec.work.total is None or inputs.speeds is None \
+            or inputs.speeds.unit is None:
+        return None
+    return {"unit": spec.work.unit.value, "total": float(spec.work.total),
+            "amount": work.amount if work else float(spec.work.total),
+            "epochs": work.epochs if work else 1.0, "source": "option" if work else "spec",
+            "reference_gpu": spec.reference_gpu or "A100-80GB",
+            "reference_rate_per_h": inputs.speeds.ref_rate}
+
+
 def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: float | None = None,
-                        lookback: str = "30d", config: Path | None = None) -> dict[str, Any]:
+                        lookback: str = "30d", config: Path | None = None,
+                        work: WorkOption | None = None) -> dict[str, Any]:
     """:func:`plan` on what the configured providers list now (no daemon runs): the providers
     of ``config``, else ``GA_HOME/config.yaml``, else the replayed example market, as the
     daemon resolves them (:mod:`scheduler.services.configured_market`). Raises what
@@ -305,4 +458,5 @@ def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: 
         listed, problems = offers_now(store, providers)
         return plan(store, raw_spec, compute_hours, lookback, providers=providers,
                     offers=listed, offers_source="listed now by the configured providers (no "
-                                                 "daemon running)", problems=problems)
+                                                 "daemon running)", problems=problems,
+                    work=work)

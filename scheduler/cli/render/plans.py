@@ -10,7 +10,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.cli.render.tables import Column, fitted_table, output_width, short_price
+from scheduler.cli.render.tables import (
+    Column,
+    count,
+    fitted_table,
+    output_width,
+    per_1k,
+    short_price,
+)
 
 
 def _range(d: dict[str, float] | None, fmt: str) -> str:
@@ -41,11 +48,18 @@ def plan_panel(plan: dict[str, Any], width: int | None = None) -> Panel:
 
 def _head(plan: dict[str, Any]) -> Text:
     """The hours, the prices' and offers' sources, providers that listed nothing, the budget."""
-    source = {"option": "", "spec": " (the spec's expected_hours)",
+    source = {"option": "", "spec": " (the spec's expected_hours)", "work": "",
               "default": " (default: the spec has no expected_hours; --compute-hours sets it)"}
-    head = Text(f"{plan['compute_hours']:g} compute hours"
-                f"{source.get(plan.get('compute_hours_source', 'option'), '')} "
-                f"({plan['gpu_hours']:g} GPU-hours); prices: history since "
+    work = plan.get("work")
+    hours = f"{plan['compute_hours']:.4g} compute hours"
+    if work:
+        per = (f" ({count(work['amount'])} × {work['epochs']:g} epochs)"
+               if work["epochs"] != 1 else "")
+        hours = (f"{count(work['total'])} {work['unit']}{per} = {plan['compute_hours']:.4g} "
+                 f"hours on one {work['reference_gpu']} at "
+                 f"{count(work['reference_rate_per_h'])} {work['unit']}/h")
+    head = Text(f"{hours}{source.get(plan.get('compute_hours_source', 'option'), '')} "
+                f"({plan['gpu_hours']:.4g} GPU-hours); prices: history since "
                 f"{plan['lookback_since'][:10]}; offers: {plan['offers_source']} "
                 f"({plan['eligible']} fit)")
     for problem in plan.get("offers_problems") or []:
@@ -86,15 +100,36 @@ def _scenarios(plan: dict[str, Any], width: int) -> Table:
 
 
 def _best_offers(plan: dict[str, Any], width: int) -> Table:
+    with_rates = any(est.get("throughput_source") for est in plan["best_offers"])
     cols = [Column("offer", "left", wrap=True), Column("GPU", "left", drop=3), Column("$/h"),
-            Column("risk", drop=2), Column("rework h", drop=4), Column("cost")]
+            Column("risk", drop=2), Column("rework h", drop=7), Column("hours", drop=5),
+            Column("cost")]
+    if with_rates:
+        cols += [Column("$/1k", drop=4), Column("rate", "left", drop=6)]
     rows = []
     for est in plan["best_offers"]:
         rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
         prices = short_price(est["price_mean"])
         if est["price_p10"] != est["price_p90"]:
             prices += f" ({short_price(est['price_p10'])}–{short_price(est['price_p90'])})"
-        rows.append([_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
-                     f"{100 * est['interruption_risk']:.0f}%", rework, _cost(est)])
-    return fitted_table("five best offers by expected cost ($/h: mean, p10–p90)", cols, rows,
-                        width, expand=True)
+        hours = est.get("hours_to_finish")
+        row = [_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
+               f"{100 * est['interruption_risk']:.0f}%", rework,
+               "never" if hours is None else f"{hours:.1f}", _cost(est)]
+        if with_rates:
+            row += [per_1k(est.get("cost_per_1k_usd")), _rate(est)]
+        rows.append(row)
+    title = "five best offers by expected cost to finish ($/h: mean, p10–p90)"
+    if with_rates:
+        unit = (plan.get("work") or {}).get("unit")
+        title += f"; $/1k {unit}: price ÷ rate" if unit else ""
+    return fitted_table(title, cols, rows, width, expand=True)
+
+
+def _rate(est: dict[str, Any]) -> str:
+    """``1.3M/h declared``: the job's rate on the offer and where it comes from."""
+    rate = est.get("rate_per_h")
+    if rate is None:
+        return est.get("throughput_source") or "-"
+    unit = " ref-h" if est.get("rate_unit") == "reference-hours" else ""
+    return f"{count(rate)}{unit}/h {est['throughput_source']}"
