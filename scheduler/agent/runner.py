@@ -47,6 +47,7 @@ from scheduler.checkpoints import (
 )
 from core.models import PreemptionNotice
 from core.models.agents import AgentAction, AgentPhase
+from core.models.work import GpuSample
 from scheduler.secrets import redact_logs
 from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 
@@ -78,7 +79,11 @@ class Agent:
         self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
                                    settings.checkpoint_dir, spec.checkpoint.sync_interval_s)
         self.progress = ProgressFile(settings.progress_path)
-        sampler = gpus()
+        try:
+            sampler = gpus()
+        except Exception:  # a driver oddity must not keep the job from running
+            logger.exception("GPU sampler failed to start; reporting no GPU use")
+            sampler = None
         self.gpus = GpuWindow(sampler) if sampler is not None else None
         self.phase = AgentPhase.STARTING
         self.restored_from: str | None = None
@@ -101,7 +106,9 @@ class Agent:
             fields["message"] = "; ".join(m for m in (fields.get("message"), self.note) if m)
         return fields
 
-    def _gpu_use(self) -> Any:
+    def _gpu_use(self) -> GpuSample | None:
+        """The GPU use since the last delivered report (a reading is taken first if due or if
+        the window has none); ``None`` without a GPU."""
         if self.gpus is None:
             return None
         try:
@@ -220,7 +227,7 @@ class Agent:
                 return self._after_exit(job, code)
             self._poll_notices()
             if self.gpus is not None:
-                self._gpu_use()
+                self.gpus.sample_if_due()  # never raises: a failed reading is skipped
             if self._stop_reason is None:
                 self.sync.tick()
                 if time.monotonic() >= next_heartbeat:
