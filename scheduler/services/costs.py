@@ -8,13 +8,18 @@
   all-on-demand reference (the cheapest eligible on-demand price when it was first placed,
   over the same hours).
 - **Checkpoint storage and transfer** (estimates, from the checkpoint manifests still in the
-  checkpoint store, :func:`scheduler.checkpoints.checkpoints.list_checkpoints`): blobs are
-  content-addressed, so a file is uploaded once per distinct content. Uploaded bytes = the
-  distinct blobs' sizes; restored bytes = for every placement after the first, the size of
-  the newest checkpoint committed before it started. Transfer = (uploaded + restored) GB ×
-  ``transfer_usd_per_gb``. Storage = each distinct blob's GB × the months from its first
-  checkpoint to the job's end (or now) × ``storage_usd_per_gb_month``, in the job's market
-  time like compute. Checkpoints pruned from the store are not seen, so these are lower bounds.
+  checkpoint store, :func:`scheduler.checkpoints.checkpoints.list_checkpoints`, priced by
+  :func:`scheduler.checkpoints.accounting.checkpoint_cost`): blobs are content-addressed, so a
+  file is stored and uploaded once per distinct content, at its stored (compressed) size; each
+  placement after the first restores the newest checkpoint committed before it started.
+  Transfer = (uploaded + restored) GiB × ``transfer_usd_per_gb``; storage = each distinct
+  blob's GiB × the months from its first checkpoint to the job's end (or now) ×
+  ``storage_usd_per_gb_month``, in the job's market time like compute (AWS bills a "GB" of
+  2**30 bytes). Checkpoints pruned from the store are not seen, so these are lower bounds.
+- **Work** (jobs that report progress or state their ``work``,
+  :func:`scheduler.services.work.work_cost`): units done, compute USD per 1,000 units done
+  (``usd_per_1k_units``: what the work cost, rework after reclaims included) and the cost per
+  1,000 units on the job's (last) offer at its rate there (``offer_usd_per_1k_units``).
 - **Owned and rented**: compute on the team's own machines (placements whose provider is
   served by a ``kind: fleet`` adapter, priced at the hosts' amortised
   ``cost_per_gpu_hour_usd``) apart from compute rented from clouds and markets:
@@ -26,49 +31,45 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from core.models import Job, utcnow
-from core.units import HOURS_PER_MONTH
+from scheduler.checkpoints.accounting import (
+    EGRESS_USD_PER_GB,
+    S3_STANDARD_USD_PER_GB_MONTH,
+    checkpoint_cost,
+)
 from scheduler.checkpoints.checkpoints import list_checkpoints
 from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectStore
 from scheduler.services import jobs as job_service
+from scheduler.services.work import work_cost
 from scheduler.store import Store
 
 log = logging.getLogger(__name__)
 
-# S3 Standard storage and AWS internet egress list prices (us-east-1), USD.
-STORAGE_USD_PER_GB_MONTH = 0.023
-TRANSFER_USD_PER_GB = 0.09
-BYTES_PER_GB = 1e9
+# S3 Standard storage and AWS internet egress list prices (us-east-1), USD per GiB
+# (scheduler.checkpoints.accounting gives their sources).
+STORAGE_USD_PER_GB_MONTH = S3_STANDARD_USD_PER_GB_MONTH
+TRANSFER_USD_PER_GB = EGRESS_USD_PER_GB
 
 
-def _checkpoint_bytes(job: Job, objects: ObjectStore | None) -> dict[str, Any]:
-    """Uploaded, restored and stored bytes, and stored GB-hours (wall), of ``job``."""
+def _checkpoints(job: Job, objects: ObjectStore | None, end: datetime, time_scale: float,
+                 storage_usd_per_gb_month: float, transfer_usd_per_gb: float) -> dict[str, Any]:
+    """The job's checkpoint figures (:class:`~scheduler.checkpoints.accounting.CheckpointCost`
+    as a mapping, with ``available``), or why there are none (``available`` false, ``detail``)."""
     if objects is None:
         return {"available": False, "detail": "no checkpoint store"}
     try:
-        manifests = sorted(list_checkpoints(objects, job.id), key=lambda m: m.created_at)
+        manifests = list_checkpoints(objects, job.id)
     except CheckpointStoreError as exc:
         return {"available": False, "detail": f"checkpoint store unreadable: {exc}"}
-    end = job.updated_at if job.state.is_terminal() else utcnow()
-    first_seen: dict[str, tuple[int, datetime]] = {}
-    for m in manifests:
-        for f in m.files:
-            first_seen.setdefault(f.sha256, (f.size_bytes, m.created_at))
-    uploaded = sum(size for size, _ in first_seen.values())
-    gb_hours = sum(size / BYTES_PER_GB * max(0.0, (end - at).total_seconds()) / 3600
-                   for size, at in first_seen.values())
-    restored = 0
-    for p in job.all_placements()[1:]:
-        if p.started_at is None:
-            continue
-        before = [m for m in manifests if m.created_at <= p.started_at]
-        if before:
-            restored += before[-1].total_bytes
-    return {"available": True, "checkpoints": len(manifests), "uploaded_bytes": uploaded,
-            "restored_bytes": restored, "stored_bytes": uploaded, "stored_gb_hours": gb_hours}
+    restores = [p.started_at for p in job.all_placements()[1:] if p.started_at is not None]
+    cost = checkpoint_cost(manifests, end, restores, time_scale=time_scale,
+                           storage_usd_per_gb_month=storage_usd_per_gb_month,
+                           transfer_usd_per_gb=transfer_usd_per_gb)
+    return {"available": True, **asdict(cost), "compression_ratio": cost.compression_ratio}
 
 
 def job_costs(job: Job, objects: ObjectStore | None = None, *,
@@ -83,7 +84,9 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
     Returns ``{"job", "state", "placements": [...], "compute_usd", "billed_hours",
     "gpu_hours", "usd_per_gpu_hour", "owned_compute_usd", "owned_gpu_hours",
     "rented_compute_usd", "rented_gpu_hours", "on_demand_usd", "savings_usd", "savings_pct",
-    "checkpoints": {...}, "storage_usd", "transfer_usd", "total_usd"}``. A placement's row:
+    "checkpoints": {...}, "storage_usd", "transfer_usd", "total_usd", "work_unit",
+    "work_done", "usd_per_1k_units", "offer_usd_per_1k_units", "rate_source"}`` (the work
+    fields ``None`` for a job without a work unit or without units done). A placement's row:
     ``price_usd_per_hour`` at the decision, ``last_price_usd_per_hour`` recorded,
     ``mean_price_usd_per_hour`` billed (``cost_usd / billed_hours``), ``price_changes``,
     ``owned``.
@@ -110,11 +113,12 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
     owned_gpu_hours = sum(p["billed_hours"] * p["gpu_count"] for p in owned)
     on_demand = job.on_demand_cost_usd(now)
     scale = max((p.time_scale for p in job.all_placements()), default=1.0)
-    ckpt = _checkpoint_bytes(job, objects)
-    storage = transfer = 0.0
-    if ckpt["available"]:
-        storage = ckpt["stored_gb_hours"] * scale / HOURS_PER_MONTH * storage_usd_per_gb_month
-        transfer = (ckpt["uploaded_bytes"] + ckpt["restored_bytes"]) / BYTES_PER_GB * transfer_usd_per_gb
+    end = job.updated_at if job.state.is_terminal() else now
+    ckpt = _checkpoints(job, objects, end, scale, storage_usd_per_gb_month, transfer_usd_per_gb)
+    storage = ckpt.get("storage_usd", 0.0)
+    transfer = ckpt.get("transfer_usd", 0.0)
+    work = work_cost(job, now)
+    done = work.done if work is not None else 0.0
     return {
         "job": job.id, "state": job.state.value, "created_at": job.created_at.isoformat(),
         "placements": placements, "compute_usd": compute, "billed_hours": billed,
@@ -127,6 +131,11 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
         "savings_pct": (100 * (1 - compute / on_demand)) if on_demand else None,
         "checkpoints": ckpt, "storage_usd": storage, "transfer_usd": transfer,
         "total_usd": compute + storage + transfer,
+        "work_unit": work.unit if work is not None else None,
+        "work_done": done if work is not None else None,
+        "usd_per_1k_units": compute * 1000.0 / done if done > 0 else None,
+        "offer_usd_per_1k_units": work.cost_per_1k_usd if work is not None else None,
+        "rate_source": work.rate_source if work is not None else None,
     }
 
 
