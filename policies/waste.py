@@ -85,9 +85,14 @@ def held_s(end_s: np.ndarray, window_s: np.ndarray, holds: np.ndarray,
     if k == 0 or not holds[-1]:
         return 0.0, k
     start = end_s - window_s
-    first = k - 1
-    while first > 0 and holds[first - 1] and start[first] - end_s[first - 1] <= max_gap_s:
-        first -= 1
+    # Sample i breaks the run before it when it does not hold, or (i > 0) when it starts
+    # more than max_gap_s after sample i-1 ended; the run starts after the last break.
+    gap = np.zeros(k, dtype=bool)
+    gap[1:] = start[1:] - end_s[:-1] > max_gap_s
+    not_holding = np.flatnonzero(~np.asarray(holds, dtype=bool))
+    gapped = np.flatnonzero(gap)
+    first = max(int(not_holding[-1]) + 1 if not_holding.size else 0,
+                int(gapped[-1]) if gapped.size else 0)
     return float(end_s[-1] - start[first]), first
 
 

@@ -57,7 +57,7 @@ def summary(job: Job) -> dict[str, Any]:
     offers' recorded price series integrated). For the running placement, ``saved`` counts up
     to its latest recorded price change (or its start), from which its price, and so
     ``rate``, holds until the next change, which is recorded in a job write like this one."""
-    out: dict[str, Any] = {"state": job.state.value}
+    out: dict[str, Any] = {"state": job.state.value, **work_cost(job)}
     ref = job.on_demand_reference_usd_per_hour
     if ref is None:
         return out
@@ -73,7 +73,6 @@ def summary(job: Job) -> dict[str, Any]:
         out["rate"] = (ref - p.price_usd_per_hour()) * p.time_scale / 3600.0
         out["since"] = since.timestamp()
     out["saved"] = round(saved, 6)
-    out.update(work_cost(job))
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from prometheus_client import generate_latest
 
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentPhase, AgentReport
@@ -23,7 +24,9 @@ from core.models.work import ProgressPoint
 from scheduler.controller.learning import PROGRESS_RECORD_S
 from scheduler.controller.policy_inputs import job_inputs, snapshot
 from scheduler.controller.reconcile import reconcile_pass
+from scheduler.observability.metrics import registry_for
 from scheduler.poller.offers import OfferPoller
+from scheduler.store.job_stats import JobStats
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
 
@@ -105,6 +108,11 @@ def test_rate_learned_on_the_first_offer_then_the_job_moves_to_the_cheaper_to_fi
     rate = job.progress.rate("A10G", 1)
     # 108,000 samples in 180 wall s = 3 market hours: 36,000 samples per market hour
     assert rate.units == 108_000 and rate.hours == pytest.approx(3.0)
+    # /metrics: $0.15/h ÷ 36,000 samples/h = $0.0042 per 1,000 samples
+    assert JobStats(ctx.store.redis).totals(0).work_cost == [
+        ("job-1", "samples", pytest.approx(0.15 * 1000 / 36_000))]
+    scraped = generate_latest(registry_for(ctx.store.redis)).decode()
+    assert 'ga_job_cost_per_1k_units_usd{job_id="job-1",unit="samples"} 0.0041' in scraped
     inputs = job_inputs(ctx, snapshot(ctx), job)
     speeds = inputs.speeds
     t4, a10 = (next(i for i, o in enumerate(snapshot(ctx).offers) if o.gpu_model == m)

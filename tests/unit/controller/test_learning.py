@@ -1,0 +1,156 @@
+"""Learning a job's throughput from progress points, and the policy's compute hours from it
+(answers worked out by hand in each test)."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from core.models import Job, Placement
+from core.models.agents import AgentPhase, AgentReport
+from core.models.jobs import MAX_MEASURED_RATES, JobProgress, MeasuredRate
+from core.models.work import ProgressPoint
+from policies.throughput import Measurement, RateEstimates
+from scheduler.controller.learning import PROGRESS_RECORD_S, learn, measurements
+from scheduler.controller.policy_inputs import (
+    JobSpeeds,
+    compute_hours,
+    remaining_units,
+    speed_model_on,
+    work_model,
+)
+from tests.factories.jobs import spec
+from tests.factories.offers import T0, offer
+
+
+def _point(seconds: float, done: float, total: float | None = None) -> ProgressPoint:
+    return ProgressPoint(unit="samples", done=done, total=total,
+                         at=T0 + timedelta(seconds=seconds))
+
+
+def _job(attempt: int = 1, time_scale: float = 1.0, gpu_model: str = "T4", gpu_count: int = 1,
+         **spec_fields) -> Job:
+    job = Job(id="j", spec=spec(**spec_fields), created_at=T0, updated_at=T0)
+    job.placement = Placement(attempt=attempt, offer=offer(gpu_model=gpu_model,
+                                                           gpu_count=gpu_count),
+                              client_token=f"t-{attempt}", decided_at=T0,
+                              time_scale=time_scale, instance_id="i-1")
+    return job
+
+
+def _report(job: Job, first: ProgressPoint | None, latest: ProgressPoint) -> AgentReport:
+    return AgentReport(job_id=job.id, attempt=job.placement.attempt, phase=AgentPhase.RUNNING,
+                       at=latest.at, first_progress=first, progress=latest)
+
+
+def test_the_first_interval_is_warm_up_and_rates_are_per_market_hour():
+    p = JobProgress()
+    first = _point(0, 0)
+    assert p.observe(1, "T4", 1, 60.0, first, first) and p.start is None  # only the first
+    assert p.observe(1, "T4", 1, 60.0, first, _point(10, 500)) and p.start.done == 500
+    assert not p.observe(1, "T4", 1, 60.0, first, _point(70, 1100))
+    # 600 samples in 60 wall s at 60 market s per wall s: 1 market hour
+    assert p.live() == MeasuredRate(gpu_model="T4", gpu_count=1, units=600, hours=1.0)
+
+
+def test_attempts_on_the_same_offer_kind_add_up_by_evidence():
+    p = JobProgress()
+    p.observe(1, "T4", 1, 1.0, None, _point(0, 0))
+    p.observe(1, "T4", 1, 1.0, None, _point(3600, 360))       # 360 per hour, 1 h
+    p.observe(2, "t4", 1, 1.0, None, _point(4000, 300))       # restored from older work
+    p.observe(2, "t4", 1, 1.0, None, _point(4000 + 7200, 1380))  # 1080 in 2 h
+    rate = p.rate("T4", 1)
+    # (360 + 1080) / (1 + 2) = 480 per hour: the evidence-weighted mean of 360 and 540
+    assert (rate.units, rate.hours) == (1440, 3.0)
+    assert p.rate("T4", 2) is None
+
+
+def test_an_older_report_changes_nothing():
+    p = JobProgress()
+    p.observe(1, "T4", 1, 1.0, None, _point(0, 0))
+    p.observe(1, "T4", 1, 1.0, None, _point(100, 50))
+    assert not p.observe(1, "T4", 1, 1.0, None, _point(50, 20))
+    assert p.latest.done == 50
+
+
+def test_a_count_lower_than_the_start_restarts_the_measurement():
+    p = JobProgress()
+    p.observe(1, "T4", 1, 1.0, None, _point(0, 1000))
+    assert p.observe(1, "T4", 1, 1.0, None, _point(60, 10))
+    assert p.start.done == 10 and p.live() is None
+
+
+def test_evidence_is_kept_for_at_most_eight_offer_kinds_dropping_the_thinnest():
+    p = JobProgress()
+    for n in range(MAX_MEASURED_RATES + 1):
+        p.observe(2 * n + 1, "A10G", n + 1, 1.0, None, _point(10_000 * n, 0))
+        p.observe(2 * n + 1, "A10G", n + 1, 1.0, None, _point(10_000 * n + 60 * (n + 1), 10))
+    p.observe(99, "T4", 1, 1.0, None, _point(200_000, 0))  # closes the ninth
+    counts = sorted(r.gpu_count for r in p.closed)
+    assert len(p.closed) == MAX_MEASURED_RATES and counts == list(range(2, 10))  # 1 GPU: 60 s
+
+
+def test_learn_saves_a_new_start_at_once_and_the_latest_point_every_30_seconds():
+    job = _job()
+    first = _point(0, 0)
+    assert learn(job, _report(job, first, first))          # first point of the attempt
+    assert learn(job, _report(job, first, _point(5, 50)))  # the start
+    job.progress.latest = _point(5, 50)
+    assert not learn(job, _report(job, first, _point(5 + PROGRESS_RECORD_S - 1, 300)))
+    job.progress.latest = _point(5, 50)  # (the store still holds the recorded one)
+    assert learn(job, _report(job, first, _point(5 + PROGRESS_RECORD_S, 310)))
+    other = AgentReport(job_id="j", attempt=7, phase=AgentPhase.RUNNING, at=T0,
+                        progress=_point(900, 9000))
+    assert not learn(job, other) and job.progress.latest.done == 310
+    assert not learn(job, AgentReport(job_id="j", attempt=1, phase=AgentPhase.RUNNING, at=T0))
+
+
+def test_measurements_are_units_per_market_hour():
+    job = _job(time_scale=60.0)
+    job.progress.observe(1, "T4", 1, 60.0, None, _point(0, 0))
+    job.progress.observe(1, "T4", 1, 60.0, None, _point(120, 2400))
+    assert measurements(job) == [Measurement("T4", 1, units_per_h=1200.0, hours=2.0)]
+    assert speed_model_on(job) and not speed_model_on(_job())
+
+
+def test_a_measured_job_that_declared_nothing_is_declared_at_its_per_gpu_rate():
+    # 1,900 units/h on 2 GPUs at efficiency 0.9: 1.9 GPUs' worth, 1,000 per GPU
+    model = work_model(_job(), [Measurement("A10G", 2, 1900.0, 1.0)])
+    assert dict(model.declared) == {"a10g": pytest.approx(1000.0)}
+    declared = _job(work={"throughput": {"T4": 1}})
+    assert dict(work_model(declared, [Measurement("A10G", 2, 1900.0, 1.0)]).declared) == \
+        {"t4": 3600.0}
+
+
+def _speeds(ref_rate: float, unit: str | None = "samples") -> JobSpeeds:
+    rates = RateEstimates(np.array([ref_rate]), ("measured",), np.array([0.1]))
+    return JobSpeeds(speed=np.ones(1), rates=rates, ref_rate=ref_rate, unit=unit)
+
+
+def test_compute_hours_in_reference_hours_from_units():
+    job = _job(work={"total": 1000})
+    job.progress.observe(1, "T4", 1, 1.0, None, _point(0, 400))
+    assert remaining_units(job) == 600
+    # 1,000 units ÷ 100 per reference-hour; 600 left
+    assert compute_hours(job, _speeds(100.0)) == (10.0, 6.0)
+
+
+def test_compute_hours_before_any_report_subtract_the_saved_reference_hours():
+    job = _job(work={"total": 1000})
+    job.progress_h = 2.5
+    assert compute_hours(job, _speeds(100.0)) == (10.0, 7.5)
+
+
+def test_compute_hours_fall_back_to_expected_hours_without_units():
+    job = _job(expected_hours=8.0, reference_gpu="V100")
+    job.progress_h = 3.0
+    assert compute_hours(job, _speeds(1.0, unit=None)) == (8.0, 5.0)
+    assert compute_hours(job, None) == (8.0, 5.0)
+    hours = compute_hours(_job(), None)
+    assert np.isnan(hours).all()
+
+
+def test_the_reported_total_counts_when_the_spec_has_none():
+    job = _job()
+    job.progress.observe(1, "T4", 1, 1.0, None, _point(0, 100, total=500))
+    assert remaining_units(job) == 400
