@@ -77,7 +77,7 @@ def simulate(
     restart_overhead_hours: float = typer.Option(
         0.2, help="launch + setup + restore of each new instance, hours"),
     checkpoint_interval_hours: float = typer.Option(
-        0.0, help="progress between checkpoints, hours (0: continuous)"),
+        0.0, help="hours of work on an instance between checkpoints (0: continuous)"),
     move_extra_hours: float = typer.Option(0.0, help="checkpoint size ÷ bandwidth, hours"),
     budget_usd: float | None = typer.Option(
         None, help="job budget, USD (default: the spec's budget_usd); alerts at 80/90 %, "

@@ -8,7 +8,10 @@ Discrete time: tick ``i`` of a run that starts at absolute tick ``s`` covers mar
    checkpoint and keeps all its progress (the notice's seconds are not billed: they are far
    shorter than a tick); without a notice (``interruption_notice_s`` 0, as on Vast.ai), with
    one too short, or with none known, it keeps the progress of its last periodic checkpoint
-   (all of it with continuous checkpoints, ``checkpoint_interval_h = 0``);
+   (all of it with continuous checkpoints, ``checkpoint_interval_h = 0``). Periodic
+   checkpoints are taken every ``checkpoint_interval_h`` clock hours of work on the instance
+   (its restart overhead excluded), as the daemon syncs them on a clock; on an offer of speed
+   ``s`` a reclaim thus loses the clock hours since the last one × ``s`` reference-hours;
 2. the policy sees a :class:`~policies.views.JobView` and a :class:`~policies.views.MarketView`
    of all runs and returns a :class:`~policies.views.Decision` (the same call the daemon makes);
 3. a different offer means a new instance: it pays the **restart overhead** (launch, setup,
@@ -46,13 +49,16 @@ class SimJob:
 
     - **compute_h**: compute the job needs (> 0): ``--compute-hours`` or the spec's
       ``expected_hours``; hours on the job's reference (one GPU of its ``reference_gpu``)
-      when the market has speeds. Progress, checkpoints and ``checkpoint_interval_h`` are
-      counted in the same reference-hours.
+      when the market has speeds (progress and checkpoints are counted in them).
     - **deadline_h**: hours after the start (``None``: no deadline).
     - **restart_overhead_h**: launch + setup + restore of each new instance.
-    - **checkpoint_interval_h**: progress between checkpoints (0: continuous, nothing is lost
-      beyond the overhead at a reclaim); progress since the last checkpoint is lost at a
-      reclaim or a move.
+    - **checkpoint_interval_h**: clock hours of work on an instance between checkpoints (0:
+      continuous, nothing is lost beyond the overhead at a reclaim), the policy's
+      :attr:`~policies.views.JobView.checkpoint_interval_h`; progress since the last
+      checkpoint is lost at a reclaim or a move. Without speeds an hour is a reference-hour
+      and checkpoints fall at multiples of the interval in progress, as they always did (the
+      same instants, except after a final checkpoint taken at a notice: the next periodic one
+      then comes at the next multiple, not a full interval later).
     - **move_extra_h**: extra time of a voluntary move (checkpoint size ÷ bandwidth).
     - **budget_usd** / **user_budget_usd**: limits (``inf`` none); the user has only this job.
       Reaching 100 % of either stops the run (see step 5).
@@ -127,6 +133,8 @@ class _Runs:
         self.m, self.job, self.starts, self.deadlines = market, job, starts, deadlines
         self.progress = np.zeros(n)
         self.ckpt = np.zeros(n)
+        # clock hours of work on the current instance since its last checkpoint (with speeds)
+        self.age = np.zeros(n)
         self.cur = np.full(n, NO_OFFER)
         self.prev = np.full(n, NO_OFFER)
         self.owed = np.zeros(n)
@@ -154,6 +162,7 @@ class _Runs:
         final = hit & self.warned[col]
         self.ckpt = np.where(final, self.progress, self.ckpt)
         self.progress = np.where(hit, self.ckpt, self.progress)
+        self.age = np.where(hit, 0.0, self.age)
         self.cur = np.where(hit, NO_OFFER, self.cur)
         self.owed = np.where(hit, 0.0, self.owed)
         self.since_start = np.where(hit, np.inf, self.since_start)
@@ -169,7 +178,8 @@ class _Runs:
             overhead_left_h=self.owed, restart_overhead_h=job.restart_overhead_h,
             decision_interval_h=g, move_extra_h=job.move_extra_h,
             checkpoint_interval_h=job.checkpoint_interval_h,
-            checkpoint_age_h=self.progress - self.ckpt, last_preempted_zone=self.lost_zone,
+            checkpoint_age_h=self.progress - self.ckpt if self.m.speed is None else self.age,
+            last_preempted_zone=self.lost_zone,
             final_checkpoint_s=job.final_checkpoint_s,
             since_preemption_h=self.since_pre, since_start_h=self.since_start,
             previous=self.prev, spent_usd=self.cost, budget_usd=job.budget_usd,
@@ -195,6 +205,7 @@ class _Runs:
         switch = active & (target != self.cur)
         leaving = switch & (self.cur != NO_OFFER)
         self.progress = np.where(leaving, self.ckpt, self.progress)
+        self.age = np.where(leaving, 0.0, self.age)
         self.prev = np.where(leaving, self.cur, self.prev)
         start = switch & (target != NO_OFFER)
         extra = np.where(leaving, self.job.move_extra_h, 0.0)
@@ -222,14 +233,19 @@ class _Runs:
         spot = self.m.table.is_spot[col]
         self.spot_h += np.where(spot, used, 0.0)
         self.od_h += np.where(spot, 0.0, used)
+        before = self.progress
         # without speeds, the sum in its old order (float addition is not associative)
         advanced = self.progress + g - use_owed if self.m.speed is None else self.progress + work
         self.progress = np.where(running, np.where(fin, job.compute_h, advanced), self.progress)
         self.owed = np.where(running, self.owed - use_owed, self.owed)
         tau = job.checkpoint_interval_h
-        # A final checkpoint taken at a notice may lie between two periodic ones.
-        periodic = np.floor(self.progress / tau + 1e-9) * tau if tau > 0 else self.progress
-        self.ckpt = np.maximum(self.ckpt, periodic)
+        if tau <= 0:
+            self.ckpt = np.maximum(self.ckpt, self.progress)
+        elif self.m.speed is None:
+            # A final checkpoint taken at a notice may lie between two periodic ones.
+            self.ckpt = np.maximum(self.ckpt, np.floor(self.progress / tau + 1e-9) * tau)
+        else:
+            self._periodic(before, np.where(running, used - use_owed, 0.0), rate, tau)
         self.finish = np.where(fin, i * g + used, self.finish)
         self.done |= fin
         self.cur = np.where(fin, NO_OFFER, self.cur)
@@ -237,6 +253,21 @@ class _Runs:
         self.since_start += g
         self._alerts(i, prev_cost)
         self._budget_stop()
+
+    def _periodic(self, before: np.ndarray, worked_h: np.ndarray, rate: np.ndarray,
+                  tau: float) -> None:
+        """Periodic checkpoints of a tick with speeds: one every ``tau`` clock hours of work on
+        the instance; the last one this tick saves the progress made up to its instant.
+
+        Args: progress at the tick's start, ``(n,)`` reference-hours; clock hours worked this
+        tick (after the overhead), ``(n,)``; the current offers' speeds; ``tau`` hours.
+        """
+        total = self.age + worked_h
+        taken = np.floor(total / tau + 1e-9)
+        crossed = taken >= 1           # the age is below tau at a tick's start
+        at_h = taken * tau - self.age  # clock hours into this tick's work
+        self.ckpt = np.where(crossed, np.maximum(self.ckpt, before + at_h * rate), self.ckpt)
+        self.age = np.where(crossed, np.maximum(total - taken * tau, 0.0), total)
 
     def _budget_stop(self) -> None:
         """Step 5: spend at 100 % of a budget stops the run, as the daemon does (the policy
@@ -247,6 +278,7 @@ class _Runs:
         over = ~self.done & ~self.stopped & (self.cost >= limit * (1 - 1e-12))
         self.stopped |= over
         self.progress = np.where(over, self.ckpt, self.progress)
+        self.age = np.where(over, 0.0, self.age)
         self.cur = np.where(over, NO_OFFER, self.cur)
 
     def _alerts(self, i: int, prev_cost: np.ndarray) -> None:
@@ -274,8 +306,7 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
 
     Raises:
         SimulationError: the market is too short for the runs, a run starts before the
-            market's ``known_before_tick``, the policy chose an offer that is unavailable, or
-            the market has speeds and the job periodic checkpoints.
+            market's ``known_before_tick``, or the policy chose an offer that is unavailable.
     """
     starts = np.asarray(start_ticks, dtype=np.int64)
     n = len(starts)
@@ -287,11 +318,6 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
             f"a run starts at tick {int(starts.min())}, before tick {market.known_before_tick} "
             "whose history the market's interruption risks were derived from (that would show "
             "the policy the future): build the market with known_before_tick <= the first start")
-    if market.speed is not None and job.checkpoint_interval_h > 0:
-        # the policies count checkpoint intervals in clock hours on the current instance,
-        # the simulator in progress: with speeds they differ, so only continuous checkpoints
-        raise SimulationError("periodic checkpoints (checkpoint_interval_h > 0) are not "
-                              "simulated on a market with speeds: use 0 (continuous)")
     limit = market.ticks - int(starts.max(initial=0))
     max_ticks = limit if max_ticks is None else max_ticks
     if max_ticks > limit or max_ticks <= 0:

@@ -22,9 +22,10 @@ from tests.integration.simulator.conftest import write_market
 TICK = 1 / 6
 
 
-def _market(tmp_path, speeds, trace=(1,) * 60):
-    """Zone ``a``: on-demand $3/h (offer 0) and spot $1/h (offer 1), the given speeds."""
-    path = write_market(tmp_path, {"a": list(trace)})
+def _market(tmp_path, speeds, trace=(1,) * 60, **kw):
+    """Zone ``a``: on-demand $3/h (offer 0) and spot $1/h (offer 1), the given speeds (``kw``:
+    :func:`write_market`'s)."""
+    path = write_market(tmp_path, {"a": list(trace)}, **kw)
     return build_sim_market(load_market(path), JobSpec(name="t", command="true"), len(trace),
                             speed=lambda offers: np.array(speeds, dtype=float))
 
@@ -60,13 +61,32 @@ def test_optimum_skipped_with_a_note_where_speeds_differ(tmp_path):
     assert any("different speeds" in note for note in comp.notes), comp.notes
 
 
-def test_bad_speeds_and_periodic_checkpoints_are_refused(tmp_path):
+def test_bad_speeds_are_refused(tmp_path):
     with pytest.raises(SimulationError, match="finite and > 0"):
         _market(tmp_path, [0.0, 1.0])
-    market = _market(tmp_path, [0.5, 2.0])
-    with pytest.raises(SimulationError, match="periodic checkpoints"):
-        simulate(baselines.on_demand, market, SimJob(0.5, None, TICK, checkpoint_interval_h=1.0),
-                 np.array([0]), max_ticks=10)
+
+
+def test_periodic_checkpoints_are_clock_hours_on_the_instance(tmp_path):
+    # spot ($1/h, speed 2, reclaimed without notice) for the first hour, then only on-demand
+    # ($3/h, speed 0.5)
+    market = _market(tmp_path, [0.5, 2.0], [1] * 6 + [0] * 54, notices={"a": "{style: none}"})
+    job = SimJob(2.0, None, TICK, checkpoint_interval_h=0.3)
+    ages = []
+
+    def policy(jobs, view):
+        ages.append(float(jobs.checkpoint_age_h[0]))
+        return cheapest_per_hour(jobs, view)
+
+    r = simulate(policy, market, job, np.array([0]), max_ticks=60)
+    # tick 0 pays the overhead on spot, ticks 1-5 work 5/6 h there: checkpoints after 0.3 h
+    # and 0.6 h of work (0.6 and 1.2 reference-hours); the policy saw the clock age
+    assert ages[5] == pytest.approx(4 / 6 - 0.6)
+    # the reclaim at 1 h loses (5/6 - 0.6) h x 2 = 0.47 reference-hours: 2 - 1.2 = 0.8 are
+    # left, 1.6 h on-demand after its overhead (counted in reference-hours, the checkpoint
+    # would have been at 1.5 and 0.5 left)
+    assert r.preemptions[0] == 1
+    assert r.finish_h[0] == pytest.approx(1.0 + TICK + 0.8 / 0.5)
+    assert r.cost_usd[0] == pytest.approx(1.0 * 1.0 + 3.0 * (TICK + 0.8 / 0.5))
 
 
 def _offer(itype: str, gpu: str, price: float) -> ReplayOffer:
