@@ -6,7 +6,8 @@
   ``{"spec", "compute_hours"?, "lookback"?, "work"?: {"unit": "samples" | "tokens" | "steps",
   "amount", "epochs"?}}`` (``work``: plan for ``amount × epochs`` units instead of the spec's
   work; not with ``compute_hours``, and only for a spec that declares a throughput: else 422
-  naming ``work``).
+  naming ``work``; ``like_job``: plan with the throughput that job measured, 404 when unknown,
+  422 when it measured none or counts another unit).
 - ``GET /v1/cost-report``: recorded costs of a job or of the jobs since a time
   (:mod:`scheduler.services.costs`).
 
@@ -52,6 +53,8 @@ class PlanRequest(BaseModel):
     lookback: str = "30d"
     work: PlanWork | None = Field(default=None, description="plan for this work instead of "
                                                             "the spec's (not with compute_hours)")
+    like_job: str | None = Field(default=None, min_length=1, max_length=200,
+                                 description="plan with the throughput this job measured")
 
 
 def query_error(exc: history_service.QueryError) -> HTTPException:
@@ -92,7 +95,7 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
             body.work.unit, body.work.amount, body.work.epochs)
         try:
             return plan_service.plan(store, body.spec, body.compute_hours, body.lookback,
-                                     providers=providers, work=work)
+                                     providers=providers, work=work, like_job=body.like_job)
         except (history_service.QueryError, plan_service.PlanError) as exc:
             raise HTTPException(422, str(exc)) from None
 

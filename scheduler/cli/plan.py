@@ -64,6 +64,10 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
          epochs: float | None = typer.Option(
              None, "--epochs", min=0.001, help="epochs over the --samples/--tokens/--steps "
                                                "(default 1): the work is their product"),
+         like: str | None = typer.Option(
+             None, "--like", metavar="JOB", help="plan with the throughput JOB measured from "
+                                                 "its progress reports (its unit and total "
+                                                 "too, unless given)"),
          lookback: str = typer.Option("30d", help="price history used for the quantiles"),
          config: Path | None = typer.Option(
              None, help="without a running daemon: the daemon config whose providers to plan on "
@@ -79,8 +83,8 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
     The work to plan for: --samples/--tokens/--steps N (× --epochs), or --compute-hours,
     else the spec's work.total, else its expected_hours. GPU-hours = data × epochs ÷
-    per-GPU throughput (the spec's work.throughput, units/s on one GPU of a model; other
-    models from the package's GPU table).
+    per-GPU throughput (the spec's work.throughput, units/s on one GPU of a model, or what
+    the job --like JOB measured; other models from the package's GPU table).
 
     Asks the daemon when one answers for GA_HOME (its latest offers). Without one it plans by
     itself on what the configured providers list now (--config), reading price history from
@@ -92,9 +96,9 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     try:
         work = work_option(samples, tokens, steps, epochs, compute_hours)
         raw = load_spec_file(spec_file)
-        result = _daemon_plan(home, raw, compute_hours, lookback, work)
+        result = _daemon_plan(home, raw, compute_hours, lookback, work, like)
         if result is None:
-            result = _plan_here(home, raw, compute_hours, lookback, config, work)
+            result = _plan_here(home, raw, compute_hours, lookback, config, work, like)
     except ConfigError as exc:
         fail(CliError(str(exc)))
     except SpecError as exc:
@@ -105,7 +109,8 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
 
 
 def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
-                 lookback: str, work: dict[str, Any] | None) -> dict[str, Any] | None:
+                 lookback: str, work: dict[str, Any] | None, like: str | None
+                 ) -> dict[str, Any] | None:
     """The daemon's plan, or ``None`` when no daemon answers for ``home``. Raises
     :class:`CliError` when the daemon refuses the request."""
     try:
@@ -116,22 +121,27 @@ def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | 
     body = {"spec": raw, "compute_hours": compute_hours, "lookback": lookback}
     if work is not None:
         body["work"] = work
+    if like is not None:
+        body["like_job"] = like
     return api.post("/v1/plans", json=body)
 
 
 def _plan_here(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
-               lookback: str, config: Path | None, work: dict[str, Any] | None
-               ) -> dict[str, Any]:
+               lookback: str, config: Path | None, work: dict[str, Any] | None,
+               like: str | None) -> dict[str, Any]:
     """The plan made in this process (no daemon), on the configured providers' offers."""
     from core.config import home_dir
     from core.models.work import WorkUnit
     from scheduler.services.history import QueryError
+    from scheduler.services.jobs import JobNotFound
     from scheduler.services.plans import PlanError, WorkOption, plan_without_daemon
 
     option = None if work is None else WorkOption(WorkUnit(work["unit"]), work["amount"],
                                                   work["epochs"])
     try:
         return plan_without_daemon(direct_store(home), home or home_dir(), raw, compute_hours,
-                                   lookback, config, option)
+                                   lookback, config, option, like)
     except (QueryError, PlanError) as exc:
         raise CliError(str(exc)) from None
+    except JobNotFound:
+        raise CliError(f"like: no job {like!r}") from None

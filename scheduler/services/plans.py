@@ -46,8 +46,9 @@ from typing import Any
 import numpy as np
 
 from core.models import Job, JobSpec, Market, MarketChoice, Offer, utcnow
+from core.models.jobs import JobProgress
 from core.models.specs import WorkSpec
-from core.models.work import WORK_MAX_UNITS, WorkUnit
+from core.models.work import WORK_MAX_UNITS, ProgressPoint, WorkUnit
 from policies import risk
 from policies.constraints import explain_no_fit
 from policies.decisions import decide_placement, tie_break_rank
@@ -122,9 +123,28 @@ def _row(offer: Offer, prices: dict[str, float], compute_hours: float, inflation
             "hours_to_finish": expected_h, "cost_to_finish_usd": expected_h * now}
 
 
-def _draft(spec: JobSpec, now: datetime) -> Job:
-    """The job as submit would store it (never stored): what a fresh placement decides for."""
-    return Job(id=f"{spec.name}-plan", spec=spec, created_at=now, updated_at=now)
+def _draft(spec: JobSpec, now: datetime, like: Job | None = None,
+           with_total: bool = True) -> Job:
+    """The job as submit would store it (never stored): what a fresh placement decides for.
+    With ``like``, a job whose throughput to plan with: the draft carries its measured rates
+    (as evidence of earlier attempts) and a progress point of 0 units done in its unit, so the
+    speed model ranks offers in that unit as it would for ``like`` itself (and its reported
+    total, unless ``with_total`` is false: the hours are given). Raises
+    :class:`PlanError` when ``like`` measured nothing or counts another unit than the spec."""
+    job = Job(id=f"{spec.name}-plan", spec=spec, created_at=now, updated_at=now)
+    if like is None:
+        return job
+    measured = [r for r in like.progress.measured() if r.hours > 0]
+    latest = like.progress.latest
+    if not measured or latest is None:
+        raise PlanError("like_job", f"{like.id} has measured no throughput yet (no two "
+                                    "progress reports on an offer)")
+    if spec.work is not None and spec.work.unit is not latest.unit:
+        raise PlanError("like_job", f"{like.id} counts {latest.unit.value}, the spec's work "
+                                    f"{spec.work.unit.value}")
+    job.progress = JobProgress(closed=measured, latest=ProgressPoint(
+        unit=latest.unit, done=0, total=latest.total if with_total else None, at=now))
+    return job
 
 
 def _policy_reason(inputs: JobInputs, snap: MarketSnapshot, spec: JobSpec, store: Store,
@@ -235,7 +255,8 @@ def _work_hours(inputs: JobInputs, unit: str) -> float:
         raise PlanError("work", f"the spec declares no throughput in {unit} "
                                 "(work.throughput: units per second on one GPU of a model, e.g. "
                                 "{A100-80GB: 2400}), so its work cannot be turned into hours; "
-                                "declare one, or plan by compute hours")
+                                "declare one, plan like a job that measured one (like_job), "
+                                "or plan by compute hours")
     return hours
 
 
@@ -352,7 +373,8 @@ def _scenarios(store: Store, snap: MarketSnapshot, inputs: JobInputs, spec: JobS
 def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookback: str = "30d",
          now: datetime | None = None, *, providers: ProviderRegistry | None = None,
          offers: list[Offer] | None = None, offers_source: str = "latest offers",
-         problems: list[str] | None = None, work: WorkOption | None = None) -> dict[str, Any]:
+         problems: list[str] | None = None, work: WorkOption | None = None,
+         like_job: str | None = None) -> dict[str, Any]:
     """The plan of a job spec (a mapping, as submitted).
 
     Args:
@@ -362,7 +384,10 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
             ``expected_hours`` set to it (and no ``work.total``).
         work: the work to plan for (:class:`WorkOption`), set as the spec's ``work.total``;
             not with ``compute_hours``. Its hours come from the job's rates: the spec must
-            declare a throughput (``work.throughput``).
+            declare a throughput (``work.throughput``), or ``like_job`` have measured one.
+        like_job: the id of a job whose measured throughput to plan with (its rates on the
+            GPU models it ran on, the others' priors recalibrated by them): every estimate's
+            rate is then in that job's unit (``measured`` where it ran). Unknown: JobNotFound.
         lookback: history window for the price quantiles (``30d``, ``1y``, an ISO date).
         providers: the daemon's adapters (which offers are launchable, the market's time
             scale); ``None`` counts every provider launchable at time scale 1.
@@ -397,13 +422,15 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     now = now or utcnow()
     since = parse_when(lookback, "lookback", now) or now - timedelta(days=30)
     snap, source, live = _market(store, providers, offers, offers_source)
-    inputs = inputs_at(store, snap, _draft(spec, now), now)
+    like = job_service.get(store, like_job) if like_job else None
+    draft = _draft(spec, now, like, with_total=compute_hours is None)
+    inputs = inputs_at(store, snap, draft, now)
     hours, hours_source = _planned_hours(inputs, spec, hours, hours_source, work)
     est = _Estimates.of(store, snap, inputs, spec, hours, since, now)
     scenarios = _scenarios(store, snap, inputs, spec, est, live)
     return {
         "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
-        "work": _work_summary(inputs, spec, work),
+        "work": _work_summary(inputs, draft, work), "like_job": like_job,
         "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
         "over_budget": [name for name, e in scenarios.items() if (e or {}).get("over_budget")],
         "lookback_since": since.isoformat(), "offers_source": source,
@@ -419,35 +446,44 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
 def _planned_hours(inputs: JobInputs, spec: JobSpec, hours: float, source: str,
                    work: WorkOption | None) -> tuple[float, str]:
     """The hours :func:`_hours` left to the rates: the work option's (refused without rates
-    in its unit), the spec's work total's (else, as the daemon does, ``expected_hours`` or
-    the default)."""
+    in its unit); without given hours, the work total's when the rates are in its units (as
+    the daemon's inputs take it: a spec's ``work.total``, or the total ``like_job`` reported),
+    else ``expected_hours`` or the default."""
     if work is not None:
         return _work_hours(inputs, work.unit.value), "option"
-    if source != "work":
+    if source == "option":
         return hours, source
     speeds, left = inputs.speeds, float(inputs.jobs.remaining_compute_h[0])
     if speeds is not None and speeds.unit is not None and math.isfinite(left):
         return left, "work"
+    if source != "work":
+        return hours, source
     if spec.expected_hours is not None:
         return float(spec.expected_hours), "spec"
     return 1.0, "default"
 
 
-def _work_summary(inputs: JobInputs, spec: JobSpec, work: WorkOption | None) -> dict | None:
+def _work_summary(inputs: JobInputs, draft: Job, work: WorkOption | None) -> dict | None:
     """The work planned for (see :func:`plan`), ``None`` without a work total in units."""
-    if spec.work is None or spec.work.total is None or inputs.speeds is None \
-            or inputs.speeds.unit is None:
+    spec, latest = draft.spec, draft.progress.latest
+    total, source = None, "spec"
+    if spec.work is not None and spec.work.total is not None:
+        total = float(spec.work.total)
+    elif latest is not None and latest.total is not None:
+        total, source = float(latest.total), "like_job"
+    if total is None or inputs.speeds is None or inputs.speeds.unit is None:
         return None
-    return {"unit": spec.work.unit.value, "total": float(spec.work.total),
-            "amount": work.amount if work else float(spec.work.total),
-            "epochs": work.epochs if work else 1.0, "source": "option" if work else "spec",
+    return {"unit": inputs.speeds.unit, "total": total,
+            "amount": work.amount if work else total,
+            "epochs": work.epochs if work else 1.0, "source": "option" if work else source,
             "reference_gpu": spec.reference_gpu or "A100-80GB",
             "reference_rate_per_h": inputs.speeds.ref_rate}
 
 
 def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: float | None = None,
                         lookback: str = "30d", config: Path | None = None,
-                        work: WorkOption | None = None) -> dict[str, Any]:
+                        work: WorkOption | None = None,
+                        like_job: str | None = None) -> dict[str, Any]:
     """:func:`plan` on what the configured providers list now (no daemon runs): the providers
     of ``config``, else ``GA_HOME/config.yaml``, else the replayed example market, as the
     daemon resolves them (:mod:`scheduler.services.configured_market`). Raises what
@@ -459,4 +495,4 @@ def plan_without_daemon(store: Store, home: Path, raw_spec: Any, compute_hours: 
         return plan(store, raw_spec, compute_hours, lookback, providers=providers,
                     offers=listed, offers_source="listed now by the configured providers (no "
                                                  "daemon running)", problems=problems,
-                    work=work)
+                    work=work, like_job=like_job)

@@ -58,6 +58,8 @@ def _head(plan: dict[str, Any]) -> Text:
         hours = (f"{count(work['total'])} {work['unit']}{per} = {plan['compute_hours']:.4g} "
                  f"hours on one {work['reference_gpu']} at "
                  f"{count(work['reference_rate_per_h'])} {work['unit']}/h")
+    if plan.get("like_job"):
+        hours += f" (rates as {plan['like_job']} measured them)"
     head = Text(f"{hours}{source.get(plan.get('compute_hours_source', 'option'), '')} "
                 f"({plan['gpu_hours']:.4g} GPU-hours); prices: history since "
                 f"{plan['lookback_since'][:10]}; offers: {plan['offers_source']} "

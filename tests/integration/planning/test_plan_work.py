@@ -136,3 +136,39 @@ def test_the_api_validates_the_work_naming_the_field(served):  # noqa: F811
         assert field in [str(p) for p in bad.json()["detail"][0]["loc"]], bad.json()
     both = post({"spec": SPEC, "compute_hours": 2, "work": {"unit": "samples", "amount": 1}})
     assert both.status_code == 422 and both.json()["detail"].startswith("work: ")
+
+
+def test_plan_like_a_job_uses_the_throughput_it_measured(served, env):  # noqa: F811
+    """A job measured 1M samples/h on a V100 (2 h of evidence): planning a spec that declares
+    nothing "like" it gives the V100 that rate (measured) and every other GPU model the
+    table's ratio to the V100 (prior)."""
+    from datetime import timedelta
+
+    from core.models import Job, utcnow
+    from core.models.jobs import JobProgress, MeasuredRate
+    from core.models.work import ProgressPoint
+    from tests.factories.jobs import spec
+
+    now = utcnow()
+    ran = Job(id="bert-0001", spec=spec(name="bert"), created_at=now - timedelta(hours=3),
+              updated_at=now)
+    ran.progress = JobProgress(
+        latest=ProgressPoint(unit="samples", done=2e6, total=4e6, at=now),
+        closed=[MeasuredRate(gpu_model="V100", gpu_count=1, units=2e6, hours=2.0)])
+    served.store.jobs.create(ran)
+    env.write_text(yaml.safe_dump({k: v for k, v in SPEC.items() if k != "work"}))
+    plan = json.loads(run("plan", str(env), "--like", "bert-0001", "--format", "json").output)
+    rows = {r["instance_type"]: r for r in plan["best_offers"]}
+    assert rows["v100"]["throughput_source"] == "measured"
+    assert rows["v100"]["rate_per_h"] == pytest.approx(1e6)
+    rel = {g: gpu_spec(g).relative("generic") for g in ("A100-80GB", "V100")}
+    a100_rate = 1e6 * rel["A100-80GB"] / rel["V100"]
+    assert rows["a100"]["throughput_source"] == "prior"
+    assert rows["a100"]["rate_per_h"] == pytest.approx(a100_rate)
+    # The work: the 4M samples the job reported, on one A100 at its rate.
+    assert plan["work"]["total"] == 4e6 and plan["work"]["source"] == "like_job"
+    assert plan["compute_hours"] == pytest.approx(4e6 / a100_rate)
+    assert rows["v100"]["cost_per_1k_usd"] == pytest.approx(0.90 * 1000 / 1e6)
+    assert rows["v100"]["hours_to_finish"] == pytest.approx(4.0 + RESTART_OVERHEAD_H)
+    unknown = run("plan", str(env), "--like", "nope")
+    assert unknown.exit_code == 2 and "nope" in unknown.output
