@@ -11,10 +11,12 @@ from core.models.agents import AgentPhase, AgentReport
 from core.models.jobs import MAX_MEASURED_RATES, JobProgress, MeasuredRate
 from core.models.work import ProgressPoint
 from policies.throughput import Measurement, RateEstimates
+from policies.views import OfferTable
 from scheduler.controller.learning import PROGRESS_RECORD_S, learn, measurements
 from scheduler.controller.policy_inputs import (
     JobSpeeds,
     compute_hours,
+    job_speeds,
     remaining_units,
     speed_model_on,
     work_model,
@@ -154,3 +156,16 @@ def test_the_reported_total_counts_when_the_spec_has_none():
     job = _job()
     job.progress.observe(1, "T4", 1, 1.0, None, _point(0, 100, total=500))
     assert remaining_units(job) == 400
+
+
+def test_a_rate_measured_on_one_gpu_model_sets_the_others_in_the_jobs_units():
+    # 600 samples per market hour on an A10G; the table's transformer relatives (T4 0.1506,
+    # A10G 0.3429) put a T4 at 600 × 0.1506 / 0.3429 = 263.5 samples per hour
+    job = _job(gpu_model="A10G", work={"workload": "transformer"})
+    job.progress.observe(1, "A10G", 1, 1.0, None, _point(0, 0))
+    job.progress.observe(1, "A10G", 1, 1.0, None, _point(3600, 600))
+    offers = [offer(gpu_model="T4"), offer(gpu_model="A10G")]
+    speeds = job_speeds(job, OfferTable.from_offers(offers))
+    assert speeds.unit == "samples" and speeds.rates.source == ("prior", "measured")
+    assert speeds.rates.units_per_h == pytest.approx([600 * 0.1506 / 0.3429, 600])
+    assert speeds.ref_rate == pytest.approx(600 / 0.3429)
