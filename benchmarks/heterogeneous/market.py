@@ -6,9 +6,19 @@ Offers (prices USD/h, as the catalogs give them; nothing is copied into the proj
   region us-west-2, zones ``usw2-az1`` and ``usw2-az2``, on-demand and spot: g4dn.xlarge (T4),
   g5.xlarge (A10G), g6.xlarge (L4), p3.2xlarge (V100), p4d.24xlarge (8× A100-40GB, sold whole).
   Only these two zones: the availability traces below exist for two zones of us-west-2.
-- **Vast.ai**, the 2026-05-20 snapshot (``catalogs/anycloud_2026-05-20/vast/vms.csv``): every
-  row whose GPU model the package's GPU table knows, on-demand only. The snapshot has no
-  interruptible (bid) prices (``SpotPrice`` 0.00), and a Vast on-demand rental is not reclaimed.
+- **Vast.ai**, the 2026-05-20 snapshot (``catalogs/anycloud_2026-05-20/vast/vms.csv``),
+  on-demand only: the snapshot has no interruptible (bid) prices (``SpotPrice`` 0.00), and a
+  Vast on-demand rental is not reclaimed. Two selections (:data:`VAST_SELECTIONS`):
+
+  - ``consumer`` (the issue's market, "the Vast consumer GPUs"): the rows of GeForce cards the
+    package's GPU table has a row for (its ``variant`` is ``GeForce``): RTX 3090, RTX 4090 and
+    RTX 5090, 28 of the snapshot's 64 rows. Left out: the datacenter GPUs (V100, A100, L40S,
+    H100, H200: the issue's market takes those from AWS), the workstation cards (RTX A5000,
+    RTX A6000, RTX 6000 Ada, RTX 5880 Ada, RTX PRO 6000 WS), and the GeForce RTX 3060, 4060,
+    4070 and 5070 rows (5 rows), which the GPU table has no row for: their speed would be an
+    invented prior, not data.
+  - ``all``: every row whose GPU model the GPU table knows (the consumer rows plus the
+    datacenter and workstation ones, e.g. a 1× V100 at $0.18/h, the cheapest per hour).
 
 Spot availability: the "Can't Be Late" AWS traces
 (``traces/cbl_spot_traces/availability/1-node/aws-10-26-2022``, 13 days, a probe every 600 s,
@@ -71,6 +81,24 @@ def aws_offers(data_dir: Path) -> list[ReplayOffer]:
     return out
 
 
+VAST_SELECTIONS = ("consumer", "all")
+
+
+def consumer_gpu(model: str) -> bool:
+    """A GeForce card the GPU table has a row for (``RTX4090``, ``RTX_4090``, ...)."""
+    from policies.gpu_table import gpu_spec
+
+    row = gpu_spec(model)
+    return row is not None and row.variant == "GeForce"
+
+
+def known_gpu(model: str) -> bool:
+    """Any GPU model the GPU table has a row for."""
+    from policies.gpu_table import gpu_spec
+
+    return gpu_spec(model) is not None
+
+
 def vast_offers(data_dir: Path, known_gpu) -> list[ReplayOffer]:
     """Vast on-demand offers whose GPU model ``known_gpu(name)`` accepts."""
     return [ReplayOffer(provider="vastai", **machine_of(e),
@@ -80,13 +108,19 @@ def vast_offers(data_dir: Path, known_gpu) -> list[ReplayOffer]:
             if e.on_demand_price_usd_per_hour is not None and known_gpu(e.gpu_model)]
 
 
-def build_market(data_dir: Path, with_vast: bool = True) -> ReplayMarket:
-    """The benchmark market (AWS, plus Vast when ``with_vast``), read from ``data_dir``
-    (``GA_DATA_DIR``)."""
-    from policies.gpu_table import gpu_spec
+def build_market(data_dir: Path, vast: str | None = "consumer") -> ReplayMarket:
+    """The benchmark market read from ``data_dir`` (``GA_DATA_DIR``): AWS, plus the Vast rows
+    of selection ``vast`` (:data:`VAST_SELECTIONS`; ``None``: AWS only). Its name says which:
+    ``aws+vast-consumer``, ``aws+vast-all`` or ``aws``.
 
+    Raises:
+        ValueError: ``vast`` is not a selection.
+    """
     offers = aws_offers(data_dir)
-    if with_vast:
-        offers += vast_offers(data_dir, lambda m: gpu_spec(m) is not None)
-    return ReplayMarket(name="aws+vast" if with_vast else "aws", path=data_dir, time_scale=1.0,
-                        notice_seconds=AWS_NOTICE_S, start_offset_hours=0.0, offers=offers)
+    if vast is not None:
+        if vast not in VAST_SELECTIONS:
+            raise ValueError(f"vast must be one of {VAST_SELECTIONS} or None, got {vast!r}")
+        offers += vast_offers(data_dir, consumer_gpu if vast == "consumer" else known_gpu)
+    return ReplayMarket(name=f"aws+vast-{vast}" if vast else "aws", path=data_dir,
+                        time_scale=1.0, notice_seconds=AWS_NOTICE_S, start_offset_hours=0.0,
+                        offers=offers)

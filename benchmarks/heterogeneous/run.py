@@ -60,6 +60,10 @@ SCALING_EFFICIENCY = 0.9
 OVERHEAD_H = 0.2
 HISTORY_TICKS = 144          # a day of trace before the first start (interruption risks)
 TARGET_SAVING = 0.20
+# The markets, the issue's first: Vast selections of benchmarks.heterogeneous.market (None: AWS
+# only); the target is checked on TARGET_MARKET only
+MARKETS = ("consumer", None, "all")
+TARGET_MARKET = "aws+vast-consumer"
 
 
 @dataclass(frozen=True)
@@ -167,15 +171,17 @@ def _commit() -> str:
 
 
 def claims(results: list[dict]) -> list[str]:
-    """The issue's target, checked: on every transformer job, ours costs >= 20 % less on
-    average than cheapest $/h and misses no deadline."""
+    """The issue's target, checked: on every transformer job on the issue's market
+    (:data:`TARGET_MARKET`), ours costs >= 20 % less on average than cheapest $/h and misses no
+    deadline; the same check on the other jobs and markets is shown as ``info``."""
     out = []
     for res in results:
         job, rows = res["job"], res["rows"]
         ours, anchor = rows[OURS], rows[CHEAPEST_PER_HOUR]
         saving = 1 - ours["cost_usd"] / anchor["cost_usd"]
         ok = saving >= TARGET_SAVING and ours["misses"] == 0
-        kind = "target" if job.workload == "transformer" else "info"
+        kind = "target" if job.workload == "transformer" and res["market"] == TARGET_MARKET \
+            else "info"
         out.append(f"[{'ok' if ok else 'NO'}] ({kind}) {res['market']}: {job.name}: arbiter ${ours['cost_usd']:.2f} "
                    f"vs cheapest-per-hour ${anchor['cost_usd']:.2f} ({saving:+.1%} saved), "
                    f"arbiter misses {ours['misses']}, cheapest-per-hour misses {anchor['misses']}")
@@ -194,10 +200,22 @@ def report(results: list[dict], command: str, runs: int, seed: int, runtime_s: f
         (f"- {runs} random starts per job (seed {seed}) over the 13-day traces, at least "
         f"{HISTORY_TICKS} ticks (a day) in; ticks of 600 s (the traces' probe interval); "
         f"restart overhead {OVERHEAD_H} h; continuous checkpoints"),
-        ("- market: AWS us-west-2 (usw2-az1, usw2-az2) g4dn.xlarge T4, g5.xlarge A10G, "
+        ("- markets: AWS us-west-2 (usw2-az1, usw2-az2) g4dn.xlarge T4, g5.xlarge A10G, "
         "g6.xlarge L4, p3.2xlarge V100, p4d.24xlarge 8×A100-40GB, on-demand and spot, from "
-        "SkyPilot's AWS catalog; every Vast.ai row (2026-05-20 snapshot) of a GPU model the "
-        "GPU table knows, **on-demand only** (the snapshot has no interruptible prices)"),
+        "SkyPilot's AWS catalog, plus Vast.ai rows of the 2026-05-20 snapshot, **on-demand "
+        "only** (the snapshot has no interruptible prices):"),
+        ("  - `aws+vast-consumer`, **the issue's market** (the target is checked here): "
+        "AWS + Vast's consumer GPUs, i.e. the GeForce rows the GPU table has a row for: "
+        "RTX 3090, RTX 4090, RTX 5090 (28 of 64 rows). Left out: Vast's datacenter GPUs "
+        "(V100, A100, L40S, H100, H200; the issue takes those from AWS), its workstation "
+        "cards (RTX A5000, A6000, 6000 Ada, 5880 Ada, PRO 6000 WS), and the GeForce RTX "
+        "3060/4060/4070/5070 rows (5), for which the GPU table has no row (their speed would "
+        "be invented)"),
+        "  - `aws`: AWS alone (info)",
+        ("  - `aws+vast-all`: AWS + every Vast row the GPU table knows, datacenter and "
+        "workstation included (info): its 1× V100 at $0.18/h is the cheapest per hour and "
+        "less than 20 % dearer per transformer reference-hour than the cheapest to finish "
+        "(see the offers below), so no policy can save 20 % on the transformer there"),
         ("- spot availability: Can't-Be-Late AWS traces (1 = available): p3.2xlarge its own "
         "(v100_1); g4dn/g5/g6 **borrow** the p2.xlarge trace (k80_1, rotated 0/3/6 days), p4d "
         "the p3.16xlarge trace (v100_8); us-west-2a/b stand for usw2-az1/az2 (an assumed "
@@ -268,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     began = time.monotonic()
     results = []
-    for with_vast in (True, False):
-        replay = build_market(shared_data_dir(), with_vast)
+    for vast in MARKETS:
+        replay = build_market(shared_data_dir(), vast)
         trace_ticks = min(len(o.trace.data) for o in replay.offers if o.trace is not None)
         starts = starts_for(args.runs, args.seed, trace_ticks)
         for job in JOBS:
