@@ -77,7 +77,7 @@ class Agent:
                                              settings.job_id, settings.attempt)
         spec = settings.spec
         self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
-                                   settings.checkpoint_dir, spec.checkpoint.sync_interval_s)
+                                   settings.checkpoint_dir, spec.checkpoint)
         self.progress = ProgressFile(settings.progress_path)
         try:
             sampler = gpus()
@@ -176,7 +176,7 @@ class Agent:
             return False
         if manifest is not None:
             self.restored_from = manifest.checkpoint_id
-            self.sync.mark_restored()
+            self.sync.mark_restored(manifest.checkpoint_id)
         s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         return True
 

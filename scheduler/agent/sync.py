@@ -16,17 +16,19 @@ from scheduler.checkpoints import (
     dir_fingerprint,
     prune_checkpoints,
 )
+from core.models import CheckpointSpec
 from scheduler.checkpoints.checkpoints import Fingerprint
 from scheduler.timing import AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 
 logger = logging.getLogger(__name__)
 
-KEEP_CHECKPOINTS = 3
-
-
 class CheckpointSync:
-    """Commits ``src_dir`` to ``store`` when it changed, at most every ``interval_s`` seconds,
-    and prunes to the 3 newest checkpoints after each commit.
+    """Commits ``src_dir`` to ``store`` when it changed, at most every
+    ``checkpoint.sync_interval_s`` seconds, compressed as ``checkpoint.compression`` says, and
+    after each commit applies the spec's retention (``keep_last``, ``keep_every``), never
+    pruning the checkpoint this agent committed before, nor the one it restored from.
+    The agent prunes rather than the daemon because it is the one committing: its own
+    commits and prunes run on one thread and never overlap.
 
     A failed upload (store down) is retried with backoff (0.5 s doubling, capped at 5 s)
     instead of waiting for the next interval; the files stay local until one lands. Call
@@ -37,27 +39,34 @@ class CheckpointSync:
     """
 
     def __init__(self, store: ObjectStore, job_id: str, attempt: int, src_dir: Path,
-                 interval_s: float) -> None:
+                 checkpoint: CheckpointSpec) -> None:
         self.store, self.job_id, self.attempt = store, job_id, attempt
-        self.src_dir, self.interval_s = Path(src_dir), interval_s
+        self.src_dir, self.spec = Path(src_dir), checkpoint
+        self.interval_s = checkpoint.sync_interval_s
         self.checkpoint_id: str | None = None
+        self.restored_from: str | None = None
         self._committed: Fingerprint | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-sync")
         self._future: Future[tuple[str | None, Fingerprint]] | None = None
         self._failures = 0
-        self._due_mono = time.monotonic() + interval_s
+        self._due_mono = time.monotonic() + self.interval_s
 
-    def mark_restored(self) -> None:
-        """The folder now holds a restored checkpoint: do not upload it again unchanged."""
+    def mark_restored(self, checkpoint_id: str | None = None) -> None:
+        """The folder now holds the restored checkpoint ``checkpoint_id``: do not upload it
+        again unchanged, and never prune it while this attempt runs."""
         self._committed = dir_fingerprint(self.src_dir)
+        self.restored_from = checkpoint_id
 
     def _commit(self, fingerprint: Fingerprint, final: bool) -> tuple[str | None, Fingerprint]:
+        previous = self.checkpoint_id
         manifest = commit_checkpoint(self.store, self.job_id, self.src_dir, self.attempt,
-                                     final=final)
+                                     final=final, compression=self.spec.compression.value)
         if manifest is None:
             return None, fingerprint
         try:
-            prune_checkpoints(self.store, self.job_id, keep=KEEP_CHECKPOINTS)
+            prune_checkpoints(self.store, self.job_id, keep_last=self.spec.keep_last,
+                              keep_every=self.spec.keep_every,
+                              protect=(previous, self.restored_from))
         except Exception as exc:  # pruning is housekeeping: the next commit prunes again
             logger.warning("pruning old checkpoints failed: %s", exc)
         return manifest.checkpoint_id, fingerprint
