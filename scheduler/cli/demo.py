@@ -201,6 +201,9 @@ def _report(console: Console, client: ApiClient, job: dict) -> bool:
     if done:
         console.print(f"training: {done}", soft_wrap=True)
     console.print(render.money_line(job))
+    work = render.work_line(job)
+    if work is not None:
+        console.print(work)
     ok = job["state"] == "succeeded" and d["migrations"] >= 1
     if job["state"] == "succeeded" and d["migrations"] == 0:
         console.print("[yellow]the market did not preempt the job this time[/]")

@@ -22,6 +22,7 @@ from scheduler.cli.render.jobs import (
     placements,
     problems_table,
     timeline,
+    work_line,
 )
 from scheduler.cli.render.offers import offers_table, price_age
 from scheduler.cli.render.plans import plan_panel
@@ -43,4 +44,5 @@ __all__ = [
     "history_table", "import_summary", "job_panel", "jobs_table", "latest_progress", "money_line",
     "new_table", "offers_table", "output_width", "placements", "plan_panel", "plural",
     "price_age", "problems_table", "retention_line", "state_text", "stdout_width", "timeline",
+    "work_line",
 ]

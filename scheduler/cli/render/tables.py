@@ -6,6 +6,7 @@ their full width as minimum)."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -43,11 +44,13 @@ def usd_cents(value: float | None) -> str:
 
 
 def per_1k(value: float | None) -> str:
-    """USD per 1,000 work units: cents from $1, else 2 significant figures (a token's
-    $0.00031 is not $0.00); ``-`` when unknown."""
+    """USD per 1,000 work units: cents from $0.01, below that two significant digits in
+    decimals (a token's $0.000051 is neither $0.00 nor 5.1e-05); ``-`` when unknown."""
     if value is None:
         return "-"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.2g}"
+    if value >= 0.01 or value <= 0:
+        return f"${value:,.2f}"
+    return f"${value:.{1 - math.floor(math.log10(value))}f}"
 
 
 def count(value: float | None) -> str:
