@@ -7,7 +7,10 @@ of the controller's clock, which the tests move forward."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client import generate_latest
@@ -16,6 +19,7 @@ from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentAction, AgentPhase, AgentReport
 from core.models.work import GpuSample, ProgressPoint
 from scheduler.controller.reconcile import reconcile_pass
+from scheduler.notify.budget_webhook import WebhookDeliverer
 from scheduler.observability.metrics import registry_for
 from scheduler.poller.offers import OfferPoller
 from scheduler.services.agent_commands import command_for
@@ -190,3 +194,47 @@ def test_step_time_above_the_jobs_own_baseline_is_raised_once(ctx):
     assert raised_at == [630]
     assert _waste_events(job) == [("step time 27 % above the job's baseline on A100-80GB: "
                                    "284,400 steps/h over the last 5 min vs 360,000 steps/h")]
+
+
+@pytest.fixture
+def hook():
+    """A local webhook receiver answering each POST with the next of ``codes`` (200 after)."""
+    got: dict = {"bodies": [], "codes": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            code = got["codes"].pop(0) if got["codes"] else 200
+            if code == 200:
+                got["bodies"].append(body)
+            self.send_response(code)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    got["url"] = f"http://127.0.0.1:{server.server_port}/hook"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield got
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_waste_alert_reaches_the_webhook_and_a_failed_one_is_named(ctx, hook, caplog):
+    t0 = utcnow()
+    job = _running(ctx, t0)
+    for minute in range(1, 6):
+        at = _at(ctx, t0, 60 * minute)
+        _report(ctx, job, at, gpu=_gpu(at, 0.0))
+        reconcile_pass(ctx)
+    hook["codes"] = [500]
+    deliver = WebhookDeliverer(ctx.store.budget_outbox, hook["url"], backoff_s=0, attempts=3)
+    with caplog.at_level(logging.INFO, logger="scheduler.notify.budget_webhook"):
+        assert deliver() == 0
+    assert any("job-1/waste/idle/1 failed (try 1)" in r.getMessage() for r in caplog.records)
+    assert deliver() == 1
+    [body] = hook["bodies"]
+    assert (body["kind"], body["alert"], body["job_id"], body["attempt"]) == \
+        ("waste", "idle", "job-1", 1)
+    assert body["message"] == "GPUs idle (0 % utilisation) for 300 s on A100-80GB"
