@@ -26,6 +26,7 @@ FULL_ONLY = ("e2e", "slow")
 # tests/integration/controller checks this way run in milliseconds in the fast tier over
 # the in-memory cloud (tests/fakes, tests/unit/controller).
 SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
+    "agent/test_agent_progress",
     "agent/test_agent_run",
     "agent/test_agent_run_azure_gcp",
     "agent/test_aws_imds_bootstrap",
