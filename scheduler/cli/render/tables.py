@@ -48,6 +48,8 @@ def per_1k(value: float | None) -> str:
     decimals (a token's $0.000051 is neither $0.00 nor 5.1e-05); ``-`` when unknown."""
     if value is None:
         return "-"
+    if 0 < value < 0.01:
+        value = float(f"{value:.2g}")  # 0.00999999 is $0.01, not $0.0100
     if value >= 0.01 or value <= 0:
         return f"${value:,.2f}"
     return f"${value:.{1 - math.floor(math.log10(value))}f}"
