@@ -315,11 +315,8 @@ def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> Jo
     placement = job.placement
     age_h = 0.0
     if placement is not None and placement.instance_id is not None:
-        speed = 1.0
-        if speeds is not None:
-            current = [i for i, key in enumerate(table.keys)
-                       if key == placement.offer.key.series()]
-            speed = float(speeds.speed[current[0]]) if current else offer_speed(job)
+        # (an offer's estimate does not depend on which other offers are listed)
+        speed = offer_speed(job) if speeds is not None else 1.0
         age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now) * speed
                     - job.progress_h)
     compute_h, remaining_h = compute_hours(job, speeds)
