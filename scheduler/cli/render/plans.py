@@ -106,8 +106,11 @@ def _best_offers(plan: dict[str, Any], width: int) -> Table:
     cols = [Column("offer", "left", wrap=True), Column("GPU", "left", drop=3), Column("$/h"),
             Column("risk", drop=2), Column("rework h", drop=7), Column("hours", drop=5),
             Column("cost")]
+    with_units = any(est.get("cost_per_1k_usd") is not None for est in plan["best_offers"])
+    if with_units:
+        cols.append(Column("$/1k", drop=4))
     if with_rates:
-        cols += [Column("$/1k", drop=4), Column("rate", "left", drop=6)]
+        cols.append(Column("rate", "left", drop=6))
     rows = []
     for est in plan["best_offers"]:
         rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
@@ -118,13 +121,17 @@ def _best_offers(plan: dict[str, Any], width: int) -> Table:
         row = [_where(est), f"{est['gpu_count']}x {est['gpu_model']}", prices,
                f"{100 * est['interruption_risk']:.0f}%", rework,
                "never" if hours is None else f"{hours:.1f}", _cost(est)]
+        if with_units:
+            row.append(per_1k(est.get("cost_per_1k_usd")))
         if with_rates:
-            row += [per_1k(est.get("cost_per_1k_usd")), _rate(est)]
+            row.append(_rate(est))
         rows.append(row)
     title = "five best offers by expected cost to finish ($/h: mean, p10–p90)"
-    if with_rates:
-        unit = (plan.get("work") or {}).get("unit")
-        title += f"; $/1k {unit}: price ÷ rate" if unit else ""
+    unit = (plan.get("work") or {}).get("unit")
+    if with_units and unit:
+        title += f"; $/1k {unit}: price ÷ rate"
+    elif with_rates and not with_units:
+        title += "; rate in reference-hours (hours of the job's work on its reference GPU) per hour"
     return fitted_table(title, cols, rows, width, expand=True)
 
 
