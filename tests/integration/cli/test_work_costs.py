@@ -132,5 +132,8 @@ def test_cost_report_shows_cost_per_1k_and_checkpoint_costs(env):
     assert 0 < row["storage_usd"] < 1.5 / 1024 / 730 * 0.023
     assert row["total_usd"] == pytest.approx(row["compute_usd"] + row["storage_usd"]
                                              + row["transfer_usd"])
+    csv = CliRunner().invoke(cli, ["cost-report", "--format", "csv"], catch_exceptions=False)
+    header = csv.output.splitlines()[0].split(",")
+    assert {"usd_per_1k_units", "work_unit", "storage_usd", "transfer_usd"} <= set(header)
     table = run("cost-report")
     assert "$0.01/1k samples" in table and "$0.0003" in table  # transfer, 4 decimals
