@@ -9,11 +9,6 @@ next pass (at-least-once) rather than losing it.
 
 from __future__ import annotations
 
-from policies.budget import BudgetAlert
-from scheduler.budgets import alert_payload, alert_tag, reached
-from scheduler.controller.context import Context
-from scheduler.controller.policy_inputs import snapshot
-from scheduler.controller.transitions import finish, save
 from core.models import (
     Job,
     JobEvent,
@@ -22,6 +17,11 @@ from core.models import (
     StopKind,
     StopRequest,
 )
+from policies.budget import BudgetAlert
+from scheduler.budgets import alert_payload, alert_tag, reached
+from scheduler.controller.context import Context
+from scheduler.controller.policy_inputs import snapshot
+from scheduler.controller.transitions import finish, save
 from scheduler.timing import LEDGER_REFRESH_S
 
 

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from providers.base import Compute, Provider, Renames
-from providers.errors import ProviderError
 from core.models import TAG_OWNER, Instance, Job, utcnow
 from core.models.agents import AgentReport
+from providers.base import Compute, Provider, Renames
+from providers.errors import ProviderError
 from scheduler.controller.state import ControllerState
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens

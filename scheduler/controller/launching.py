@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import logging
 
-from providers.base import LaunchRequest
-from providers.errors import CapacityError, ProviderError, TransientError
-from scheduler.controller.context import Context
-from scheduler.controller.transitions import end_placement, save, skip_offer, wait
 from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -21,6 +17,10 @@ from core.models import (
     JobState,
     PlacementEnd,
 )
+from providers.base import LaunchRequest
+from providers.errors import CapacityError, ProviderError, TransientError
+from scheduler.controller.context import Context
+from scheduler.controller.transitions import end_placement, save, skip_offer, wait
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.models import Job, JobState, StopKind, StopRequest
 from policies.decisions import should_migrate
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
 from scheduler.controller.explain import compare
 from scheduler.controller.policy_inputs import job_inputs, snapshot
 from scheduler.controller.transitions import save
-from core.models import Job, JobState, StopKind, StopRequest
 from scheduler.timing import MOVE_REVIEW_MIN_S
 
 # Reasons of should_migrate that move the job to another offer now.

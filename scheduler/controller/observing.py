@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
+from core.models.agents import AgentPhase, AgentReport
+from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.learning import learn
-from scheduler.controller.waste import check_waste, track
 from scheduler.controller.policy_inputs import offer_speed
 from scheduler.controller.transitions import (
     end_placement,
@@ -27,9 +29,7 @@ from scheduler.controller.transitions import (
     terminate_current,
     wait,
 )
-from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
-from core.models.agents import AgentPhase, AgentReport
-from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
+from scheduler.controller.waste import check_waste, track
 from scheduler.timing import (
     CHECKPOINT_SYNC_TIMEOUT_S,
     INSTANCE_LISTING_GRACE_S,
@@ -66,15 +66,15 @@ def observe(ctx: Context, job: Job) -> Job | None:
                       "cancelled (the agent did not answer; instance terminated)")
     if notice is not None and job.state is not JobState.CHECKPOINTING:
         return _noticed(ctx, job, notice)
-    if placement.offer.provider not in ctx.observed.failed_providers:
-        if (instance is None and not _just_launched(ctx, placement)) or \
-                (instance is not None and instance.state.is_gone()):
-            why = (instance.terminated_reason if instance else None) or "no longer reported"
-            # A reclaim seen late (daemon down) is billed until the notice's action time only.
-            preempted = notice is not None or (instance is not None and instance.preempted)
-            return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
-                         PlacementEnd.PREEMPTED if preempted else PlacementEnd.LOST,
-                         billed_until=notice.action_at if notice else None)
+    if placement.offer.provider not in ctx.observed.failed_providers and (
+            (instance is None and not _just_launched(ctx, placement))
+            or (instance is not None and instance.state.is_gone())):
+        why = (instance.terminated_reason if instance else None) or "no longer reported"
+        # A reclaim seen late (daemon down) is billed until the notice's action time only.
+        preempted = notice is not None or (instance is not None and instance.preempted)
+        return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
+                     PlacementEnd.PREEMPTED if preempted else PlacementEnd.LOST,
+                     billed_until=notice.action_at if notice else None)
     if job.state is JobState.CHECKPOINTING and notice is not None:
         deadline = notice.action_at + timedelta(seconds=CHECKPOINT_SYNC_TIMEOUT_S)
         if ctx.clock() > deadline:
@@ -90,13 +90,12 @@ def observe(ctx: Context, job: Job) -> Job | None:
             ctx.agent_lost_after_s:
         return _lost(ctx, job, f"agent silent for over {ctx.agent_lost_after_s:.0f} s",
                      PlacementEnd.LOST)
-    elif job.state is JobState.PROVISIONING and report.phase in (AgentPhase.RESTORING, AgentPhase.RUNNING):
-        if report.phase is AgentPhase.RUNNING:
-            restored = f", resumed from checkpoint {report.restored_from}" if report.restored_from else ""
-            job.waiting_reason = None
-            job.record(JobState.RUNNING, f"running on {placement.instance_id}{restored}",
-                       offer=placement.offer, at=ctx.clock())
-            return save(ctx, job)
+    elif job.state is JobState.PROVISIONING and report.phase is AgentPhase.RUNNING:
+        restored = f", resumed from checkpoint {report.restored_from}" if report.restored_from else ""
+        job.waiting_reason = None
+        job.record(JobState.RUNNING, f"running on {placement.instance_id}{restored}",
+                   offer=placement.offer, at=ctx.clock())
+        return save(ctx, job)
     wasted = job.state is JobState.RUNNING and check_waste(ctx, job)
     return save(ctx, job) if new_checkpoint or learned or wasted else None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.models import Job, JobState, Market, Offer, Placement
 from policies import risk
 from policies.constraints import explain_no_fit
 from policies.decisions import decide_placement
@@ -19,10 +20,14 @@ from policies.views import NO_OFFER, Reason
 from scheduler.controller.budgets import stop_for_budget
 from scheduler.controller.context import Context
 from scheduler.controller.explain import compare, cost_text
-from scheduler.controller.policy_inputs import JobInputs, cooling_down, job_inputs, snapshot
+from scheduler.controller.policy_inputs import (
+    JobInputs,
+    cooling_down,
+    job_inputs,
+    snapshot,
+)
 from scheduler.controller.pricing import left_over_max
 from scheduler.controller.transitions import client_token, save, wait
-from core.models import Job, JobState, Market, Offer, Placement
 from scheduler.store.known_names import KnownNames
 
 

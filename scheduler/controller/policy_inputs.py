@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from core.models import Job, Offer, PlacementEnd
 from policies.daemon_views import job_view, market_view, offer_speeds
 from policies.eligibility import eligible_matrix
 from policies.throughput import Measurement, RateEstimates, WorkModel, scaling
@@ -34,12 +35,11 @@ from policies.views import JobView, MarketView, OfferTable, with_speed
 from scheduler.budgets import owner_spent
 from scheduler.controller.context import Context, ProviderRegistry
 from scheduler.controller.learning import measurements
-from core.models import Job, Offer, PlacementEnd
 from scheduler.store import Store
 from scheduler.store.budgets import BudgetSettings
 from scheduler.timing import (
-    OFFER_POLL_S,
     LEFT_OFFER_COOLDOWN_H,
+    OFFER_POLL_S,
     RECONCILE_INTERVAL_S,
     REPLAY_OFFER_POLL_S,
     RESTART_OVERHEAD_H,

@@ -39,10 +39,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.models import (
+    Job,
+    JobState,
+    Offer,
+    Placement,
+    PlacementEnd,
+    StopKind,
+    StopRequest,
+)
 from scheduler.controller.context import Context
 from scheduler.controller.policy_inputs import MarketSnapshot, snapshot
 from scheduler.controller.state import UNMATCHED_MAX
-from core.models import Job, JobState, Offer, Placement, PlacementEnd, StopKind, StopRequest
 from scheduler.poller.offers import history_source
 from scheduler.store.history_sources import REAL
 from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S, REPLAY_OFFER_POLL_S

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import redis
 
+from core.models import TAG_JOB, Job, JobState, PlacementEnd
 from providers.errors import ProviderError
 from scheduler.controller.budgets import check_budget
 from scheduler.controller.context import Context
@@ -22,7 +23,6 @@ from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.pricing import hold_price, settle
 from scheduler.controller.transitions import end_placement, finish, save, wait
-from core.models import TAG_JOB, Job, JobState, PlacementEnd
 from scheduler.observability.metrics import RECONCILE_SECONDS, timed
 from scheduler.store import Lease, LeaseLostError, Leases, StaleJobError, keys
 from scheduler.timing import (

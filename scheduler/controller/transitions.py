@@ -6,11 +6,11 @@ import hashlib
 import logging
 from datetime import datetime
 
+from core.models import Job, JobEvent, JobState, Market, OfferKey, PlacementEnd
 from providers.base import ExactCapacity
 from providers.errors import ProviderError
 from scheduler.controller.context import Context
 from scheduler.controller.pricing import catch_up
-from core.models import Job, JobEvent, JobState, Market, OfferKey, PlacementEnd
 from scheduler.timing import OFFER_POLL_S, REPLAY_OFFER_POLL_S, UNAVAILABLE_OFFER_TTL_S
 
 log = logging.getLogger(__name__)

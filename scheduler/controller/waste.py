@@ -125,7 +125,7 @@ def _add_sample(bins: deque, now: float, g) -> None:
     """Append GPU sample ``g`` (seen at ``now``) to ``bins``, merged into the latest bin
     while that bin spans less than :data:`BIN_S` and ``g`` follows it without a gap."""
     if bins:
-        end, window, util, top, used, total = bins[-1]
+        end, window, util, top, used, _ = bins[-1]
         if window < BIN_S and now - g.window_s - end <= waste.MAX_GAP_S and now > end:
             span = window + (now - end)
             merged_util = (util * window + g.util_pct * (now - end)) / span

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.controller.context import Context, ProviderRegistry
 from scheduler.controller.transitions import end_placement
-from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.store import Store
 from tests.factories.jobs import spec
 from tests.factories.offers import offer

@@ -17,14 +17,14 @@ import pytest
 import yaml
 from rich.console import Console
 
-from scheduler.services.agent_commands import command_for
-from scheduler.cli import render
-from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentAction, AgentPhase, AgentReport
+from scheduler.cli import render
+from scheduler.controller.reconcile import reconcile_pass
 from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import costs
+from scheduler.services.agent_commands import command_for
 from scheduler.services.jobs import summary as job_summary
 from scheduler.store.job_stats import JobStats
 from tests.factories.jobs import spec

@@ -13,12 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from scheduler.services.agent_commands import command_for
-from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, PlacementEnd, StopKind, utcnow
 from core.models.agents import AgentAction, AgentPhase, AgentReport
+from scheduler.controller.reconcile import reconcile_pass
 from scheduler.notify.budget_webhook import DELIVERY_LEASE, WebhookDeliverer
 from scheduler.poller.offers import OfferPoller
+from scheduler.services.agent_commands import command_for
 from scheduler.store import BudgetOutbox, Leases, keys
 from scheduler.store.budgets import BudgetSettings
 from scheduler.store.leases import LeasedTask

@@ -9,8 +9,6 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.controller.pricing import hold_price
-from scheduler.controller.transitions import end_placement
 from core.models import (
     Job,
     JobState,
@@ -20,6 +18,8 @@ from core.models import (
     StopKind,
     utcnow,
 )
+from scheduler.controller.pricing import hold_price
+from scheduler.controller.transitions import end_placement
 from scheduler.poller.offers import OfferPoller, history_source
 from scheduler.timing import OFFER_POLL_S, PRICE_CATCH_UP_S
 from tests.factories.jobs import spec

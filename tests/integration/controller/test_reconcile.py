@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from providers.base import LaunchRequest
-from scheduler.controller.orphans import sweep_orphans
-from scheduler.controller.reconcile import reconcile_pass
 from core.models import TAG_JOB, TAG_OWNER, Job, JobState, Market, utcnow
 from core.models.agents import AgentPhase, AgentReport
 from core.models.instances import PreemptionNotice
+from providers.base import LaunchRequest
+from scheduler.controller.orphans import sweep_orphans
+from scheduler.controller.reconcile import reconcile_pass
 from scheduler.timing import ORPHAN_GRACE_S
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
