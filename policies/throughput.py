@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.units import usd_small
 from policies.gpu_table import gpu_spec, lowest_relative
 
 if TYPE_CHECKING:
@@ -262,12 +263,6 @@ def cost_per_1k(price_usd_per_hour, units_per_h):
     return float(out) if out.ndim == 0 else out
 
 
-def _usd(value: float) -> str:
-    if not math.isfinite(value):
-        return "$?"
-    return f"${value:.2f}" if value >= 0.01 else f"${value:.2g}"
-
-
 def _ratio(value: float) -> str:
     return f"{value:.2g}" if value < 10 else f"{value:.0f}"
 
@@ -278,7 +273,7 @@ def compare_text(a_name: str, a_cost_per_1k: float, a_rate: float, a_price: floa
     """One line comparing offer a with offer b for events, e.g. ``"RTX4090: $0.42 per 1k
     samples vs V100 $1.10: 1.6× faster at 0.33× the price"`` (costs per 1,000 ``unit``, rates
     units/h, prices USD/h)."""
-    text = f"{a_name}: {_usd(a_cost_per_1k)} per 1k {unit} vs {b_name} {_usd(b_cost_per_1k)}"
+    text = f"{a_name}: {usd_small(a_cost_per_1k)} per 1k {unit} vs {b_name} {usd_small(b_cost_per_1k)}"
     if not (a_rate > 0 and b_rate > 0 and b_price > 0):
         return text
     speed, price = a_rate / b_rate, a_price / b_price

@@ -6,7 +6,6 @@ their full width as minimum)."""
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -19,6 +18,8 @@ from rich import box
 from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
+
+from core.units import usd_small
 
 STATE_STYLE = {
     "pending": "yellow", "provisioning": "cyan", "running": "green",
@@ -44,15 +45,8 @@ def usd_cents(value: float | None) -> str:
 
 
 def per_1k(value: float | None) -> str:
-    """USD per 1,000 work units: cents from $0.01, below that two significant digits in
-    decimals (a token's $0.000051 is neither $0.00 nor 5.1e-05); ``-`` when unknown."""
-    if value is None:
-        return "-"
-    if 0 < value < 0.01:
-        value = float(f"{value:.2g}")  # 0.00999999 is $0.01, not $0.0100
-    if value >= 0.01 or value <= 0:
-        return f"${value:,.2f}"
-    return f"${value:.{1 - math.floor(math.log10(value))}f}"
+    """USD per 1,000 work units (:func:`core.units.usd_small`); ``-`` when unknown."""
+    return "-" if value is None else usd_small(value)
 
 
 def count(value: float | None) -> str:

@@ -181,7 +181,7 @@ def test_compare_text_and_cost_per_1k_edges():
     assert compare_text("V100", 1.36, 675, 0.92, "RTX4090", 0.27, 1101.24, 0.30, "tokens") == (
         "V100: $1.36 per 1k tokens vs RTX4090 $0.27: 0.61× the speed at 3.1× the price")
     assert compare_text("A", 0.004, 100, 1, "B", 0.0041, 101, 1, "steps") == (
-        "A: $0.004 per 1k steps vs B $0.0041: as fast at 1× the price")
+        "A: $0.0040 per 1k steps vs B $0.0041: as fast at 1× the price")
     assert compare_text("A", float("nan"), 0, 1, "B", 1.0, 1, 1, "samples") == (
         "A: $? per 1k samples vs B $1.00")
     assert cost_per_1k(0.5, 250.0) == pytest.approx(2.0)   # 0.5 × 1000 / 250
