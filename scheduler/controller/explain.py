@@ -5,11 +5,10 @@ faster and dearer the chosen offer is than the one it is compared with
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from core.models import Offer
+from core.units import usd_small
 from policies.throughput import compare_text, cost_per_1k
 from scheduler.controller.policy_inputs import JobSpeeds
 
@@ -24,8 +23,8 @@ def cost_text(speeds: JobSpeeds, i: int, price_usd_per_hour: float) -> str:
     ``$2.45 per reference-hour`` when the job's rate in its units is unknown."""
     rate = float(speeds.rates.units_per_h[i])
     if speeds.unit is not None:
-        return f"{_usd(cost_per_1k(price_usd_per_hour, rate))} per 1k {speeds.unit}"
-    return f"{_usd(price_usd_per_hour / float(speeds.speed[i]))} per reference-hour"
+        return f"{usd_small(cost_per_1k(price_usd_per_hour, rate))} per 1k {speeds.unit}"
+    return f"{usd_small(price_usd_per_hour / float(speeds.speed[i]))} per reference-hour"
 
 
 def compare(speeds: JobSpeeds, offers: list[Offer], prices: np.ndarray, a: int, b: int) -> str:
@@ -45,12 +44,6 @@ def compare(speeds: JobSpeeds, offers: list[Offer], prices: np.ndarray, a: int, 
     line = compare_text(gpu_name(offers[a]), per_ref[0] * 1000, ra, pa,
                         gpu_name(offers[b]), per_ref[1] * 1000, rb, pb, "reference-hours")
     pace = line.split(": ", 2)[2] if line.count(": ") >= 2 else ""
-    text = (f"{gpu_name(offers[a])}: {_usd(per_ref[0])} per reference-hour vs "
-            f"{gpu_name(offers[b])} {_usd(per_ref[1])}")
+    text = (f"{gpu_name(offers[a])}: {usd_small(per_ref[0])} per reference-hour vs "
+            f"{gpu_name(offers[b])} {usd_small(per_ref[1])}")
     return (f"{text}: {pace}" if pace else text) + sources
-
-
-def _usd(value: float) -> str:
-    if not math.isfinite(value):
-        return "$?"
-    return f"${value:.2f}" if value >= 0.01 else f"${value:.2g}"
