@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from providers.replay.provider import ReplayProvider
 from core.config import examples_dir, shared_data_dir
+from providers.replay.provider import ReplayProvider
 from tests.e2e.harness import DaemonProcess
 
 # Long enough to span a preemption on the replayed markets, whose first reclaim comes ~25 s
@@ -27,14 +27,19 @@ def load_params(path: Path) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
-@pytest.fixture(scope="session")
-def reference_model(tmp_path_factory) -> Path:
-    """Final model of an uninterrupted run with the e2e settings, made once per session."""
-    work = tmp_path_factory.mktemp("reference")
-    env = {**os.environ, **E2E_ENV, "SCHED_CHECKPOINT_DIR": str(work / "checkpoints")}
+def uninterrupted_run(work: Path, job_env: dict[str, str]) -> Path:
+    """Runs the example training job once in ``work`` with ``job_env``, with no scheduler
+    around it; returns its final model's path."""
+    env = {**os.environ, **job_env, "SCHED_CHECKPOINT_DIR": str(work / "checkpoints")}
     subprocess.run([sys.executable, str(examples_dir() / "charlm" / "train.py")], cwd=work,
                    env=env, check=True, capture_output=True, timeout=600)
     return work / "checkpoints" / "final_model.npz"
+
+
+@pytest.fixture(scope="session")
+def reference_model(tmp_path_factory) -> Path:
+    """Final model of an uninterrupted run with the e2e settings, made once per session."""
+    return uninterrupted_run(tmp_path_factory.mktemp("reference"), E2E_ENV)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ as an uninterrupted run. One run serves every test here."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ import yaml
 from core.config import examples_dir
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.urls import open_store
+from tests.e2e.conftest import uninterrupted_run
 from tests.e2e.harness import TERMINAL, DaemonProcess
 from tests.e2e.outcomes import assert_final_model_is_the_reference
 from tests.fixtures.waiting import wait_until
@@ -72,11 +72,7 @@ def _cli(daemon: DaemonProcess, *args: str) -> str:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     """The final model of an uninterrupted run of the same job."""
-    work = tmp_path_factory.mktemp("hetero-reference")
-    env = {**os.environ, **JOB_ENV, "SCHED_CHECKPOINT_DIR": str(work / "checkpoints")}
-    subprocess.run([sys.executable, str(examples_dir() / "charlm" / "train.py")], cwd=work,
-                   env=env, check=True, capture_output=True, timeout=600)
-    return work / "checkpoints" / "final_model.npz"
+    return uninterrupted_run(tmp_path_factory.mktemp("hetero-reference"), JOB_ENV)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from scheduler.checkpoints import (
-    LocalObjectStore,
     ObjectNotFound,
     ObjectStore,
     UnsafeBundle,
@@ -20,7 +19,6 @@ from scheduler.checkpoints import (
     keys,
     latest_checkpoint_id,
     list_checkpoints,
-    open_store,
     prune_checkpoints,
     restore_latest,
     upload_workdir,
@@ -28,12 +26,6 @@ from scheduler.checkpoints import (
 
 JOB = "job-1"
 
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "local":
-        return LocalObjectStore(tmp_path / "store")
-    return open_store(request.getfixturevalue("s3_store_url"))
 
 
 class Counting:

@@ -11,15 +11,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from scheduler.checkpoints import (
-    LocalObjectStore,
     ObjectStore,
     commit_checkpoint,
     keys,
     list_checkpoints,
-    open_store,
     prune_checkpoints,
     restore_latest,
 )
@@ -27,12 +24,6 @@ from scheduler.checkpoints import holds as holds_module
 
 JOB = "job-r"
 
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "local":
-        return LocalObjectStore(tmp_path / "store")
-    return open_store(request.getfixturevalue("s3_store_url"))
 
 
 def write(root: Path, files: dict[str, bytes]) -> Path:
