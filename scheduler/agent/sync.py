@@ -26,7 +26,8 @@ class CheckpointSync:
     """Commits ``src_dir`` to ``store`` when it changed, at most every
     ``checkpoint.sync_interval_s`` seconds, compressed as ``checkpoint.compression`` says, and
     after each commit applies the spec's retention (``keep_last``, ``keep_every``), never
-    pruning the checkpoint this agent committed before, nor the one it restored from.
+    pruning the checkpoint this attempt restored from while it runs (the newest one the
+    commit just wrote is what a restart restores: ``keep_last: 1`` keeps exactly it).
     The agent prunes rather than the daemon because it is the one committing: its own
     commits and prunes run on one thread and never overlap.
 
@@ -58,7 +59,6 @@ class CheckpointSync:
         self.restored_from = checkpoint_id
 
     def _commit(self, fingerprint: Fingerprint, final: bool) -> tuple[str | None, Fingerprint]:
-        previous = self.checkpoint_id
         manifest = commit_checkpoint(self.store, self.job_id, self.src_dir, self.attempt,
                                      final=final, compression=self.spec.compression.value)
         if manifest is None:
@@ -66,7 +66,7 @@ class CheckpointSync:
         try:
             prune_checkpoints(self.store, self.job_id, keep_last=self.spec.keep_last,
                               keep_every=self.spec.keep_every,
-                              protect=(previous, self.restored_from))
+                              protect=(self.restored_from,))
         except Exception as exc:  # pruning is housekeeping: the next commit prunes again
             logger.warning("pruning old checkpoints failed: %s", exc)
         return manifest.checkpoint_id, fingerprint

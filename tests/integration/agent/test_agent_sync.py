@@ -110,3 +110,15 @@ def test_compression_none_stores_files_as_they_are(tmp_path: Path) -> None:
         [manifest] = list_checkpoints(store, f"job-{choice}")
         assert [f.encoding for f in manifest.files] == [encoding]
         sync.close()
+
+
+def test_keep_last_one_keeps_exactly_the_newest(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "store")
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    sync = CheckpointSync(store, "job-1", 1, src, CheckpointSpec(sync_interval_s=60, keep_last=1))
+    for n in range(3):
+        (src / "state").write_text(str(n))
+        newest = sync.final_commit(final=n == 2, force=True)
+    assert [m.checkpoint_id for m in list_checkpoints(store, "job-1")] == [newest]
+    sync.close()
