@@ -17,7 +17,8 @@ The model, in log space (so every ratio is geometric and every sd is a relative 
   Without evidence a benchmark row's rel_sd is √(0.25² + 0.25²) ≈ 0.35, a formula row's 0.5,
   an unknown model's 1.0.
 - **Declared** (spec ``work.throughput``, units/s on one GPU, ×3600 per hour): the rate of that
-  model, rel_sd :data:`DECLARED_REL_SD`, until the model is measured.
+  model, rel_sd :data:`DECLARED_REL_SD`, until the model is measured (then its measurement
+  replaces it).
 - **Measured** (:class:`Measurement`, whole offer): converted to one GPU through
   :func:`scaling`; several of one model are combined hours-weighted (geometric). Measurement
   noise has rel_sd ``0.2 × √(0.1 h / hours)`` (:func:`measurement_rel_sd`): ±20 % after six
@@ -26,9 +27,9 @@ The model, in log space (so every ratio is geometric and every sd is a relative 
   ``ε_k² + noise_k²``; ``δ`` is their precision-weighted mean shrunk toward 0 by its prior
   (Gaussian posterior), so thin evidence moves the others a little and hours of it fully.
   Every model not measured nor declared gets ``prior × exp(δ)`` with rel_sd
-  ``√(ε_g² + var δ)``. A measured model combines its measurement with its prediction calibrated
-  by the *other* measurements (leave-one-out, so its own evidence is not counted twice); the
-  measurement wins as its hours grow.
+  ``√(ε_g² + var δ)``. A measured model's rate is its measurement (hours-weighted over its
+  attempts), with the measurement's rel_sd: a declaration or a table row says nothing more of
+  a model the job has run on.
 - **Multi-GPU**: an ``n``-GPU offer runs at ``scaling(n, e) = 1 + (n - 1) e`` single GPUs.
 """
 
@@ -211,18 +212,11 @@ def _beliefs(model: WorkModel, names: set[str],
     for k in table:
         mean, eps = predicted(k)
         if k in measured:
-            r_k, v_k = terms[k]
-            if k in declared:
-                prior_mean, prior_var = mean, DECLARED_REL_SD ** 2
-            else:
-                loo_precision = precision - 1.0 / v_k
-                loo_delta = (weighted - r_k / v_k) / loo_precision
-                prior_mean, prior_var = mean + loo_delta, eps ** 2 + 1.0 / loo_precision
+            # The job's own evidence on this model is its rate there: a prior (declared or
+            # from the table) may be far off, and shrinking toward it would show the user a
+            # "measured" rate the job never ran at.
             log_m, hours = measured[k]
-            noise_var = measurement_rel_sd(hours) ** 2
-            post_var = 1.0 / (1.0 / prior_var + 1.0 / noise_var)
-            post_mean = post_var * (prior_mean / prior_var + log_m / noise_var)
-            out[k] = _Belief(post_mean, math.sqrt(post_var), "measured")
+            out[k] = _Belief(log_m, measurement_rel_sd(hours), "measured")
         elif k in declared:
             out[k] = _Belief(mean, DECLARED_REL_SD, "declared")
         else:

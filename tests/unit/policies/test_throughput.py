@@ -72,17 +72,15 @@ def test_measured_throughput_overrides_a_wrong_prior_and_recalibrates_the_others
     # e^δ = 0.70794: the 4090 and the reference move by that factor.
     assert est.units_per_h[1] == pytest.approx(RTX4090_T * 0.70794, rel=1e-3)
     assert est.units_per_h[2] == pytest.approx(0.70794, rel=1e-3)
-    # V100: its own prior (variance 0.0625 + 0.0625 = 0.125, no other measurement) and the
-    # measurement (0.0004): weight 8 / (8 + 2500) on the prior's ln 2 higher mean:
-    # 0.5 × prior × e^(0.003190 × 0.69315) = measured × 1.002213.
-    assert est.units_per_h[0] == pytest.approx(measured * 1.002213, rel=1e-4)
+    # V100: its measurement, not pulled toward its prior.
+    assert est.units_per_h[0] == pytest.approx(measured, rel=1e-12)
     assert est.source == ("measured", "prior", "prior")
-    # sd: V100 1/√2508 = 0.019968; the others √(0.0625 + 1/31.898) = 0.30635.
-    assert est.rel_sd == pytest.approx([0.019968, 0.30635, 0.30635], abs=1e-4)
+    # sd: V100 the measurement's 0.02; the others √(0.0625 + 1/31.898) = 0.30635.
+    assert est.rel_sd == pytest.approx([0.02, 0.30635, 0.30635], abs=1e-4)
     # Ranking changes: the V100's speed per reference GPU falls from 0.40 to 0.28, while the
     # 4090's (not measured) stays at its prior.
     speed = est.units_per_h / est.units_per_h[2]
-    assert speed[0] == pytest.approx(measured * 1.002213 / 0.70794, rel=1e-3)
+    assert speed[0] == pytest.approx(measured / 0.70794, rel=1e-3)
     assert speed[1] == pytest.approx(RTX4090_T, rel=1e-6)
 
 
@@ -110,11 +108,35 @@ def test_declarations_of_two_models_and_of_one_the_table_lacks():
 
 def test_measurement_beats_a_declaration():
     model = WorkModel(declared={"v100": 2000.0})
-    # Measured 1,000 over 10 h: prior var 0.15² = 0.0225 vs 0.0004: weight 0.0004/0.0229 on
-    # ln 2 → 1000 × e^(0.017467 × 0.69315) = 1012.18.
+    # Measured 1,000 over 10 h: the measurement replaces the declaration (sd 0.2 × √0.01).
     est = estimate_rates(model, ["V100"], [1], [Measurement("v100", 1, 1000.0, 10.0)])
-    assert est.units_per_h[0] == pytest.approx(1012.18, rel=1e-4)
+    assert est.units_per_h[0] == pytest.approx(1000.0, rel=1e-12)
     assert est.source == ("measured",)
+    assert est.rel_sd[0] == pytest.approx(0.02)
+
+
+def test_a_declaration_30x_too_fast_shows_the_measured_rate():
+    # Declared 500 samples/s on a T4 (1.8M/h); measured 57.4k/h over 0.1 h, then 1 h.
+    model = WorkModel(workload="transformer", declared={"t4": 500.0 * 3600})
+    for hours in (0.1, 1.0):
+        est = estimate_rates(model, ["T4"], [1], [Measurement("T4", 1, 57_400.0, hours)])
+        assert est.units_per_h[0] == pytest.approx(57_400.0, rel=1e-12)
+        assert est.source == ("measured",)
+        assert est.rel_sd[0] == pytest.approx(measurement_rel_sd(hours))
+
+
+def test_attempts_on_one_model_are_weighted_by_their_hours():
+    # 1 h at 100/h and 3 h at 200/h on 1 GPU, 1 h at 360/h on 2 GPUs (e 0.8: 1.8 GPUs, 200/h
+    # each): geometric, hours-weighted per GPU: exp((ln 100 + 4 ln 200) / 5) = 174.11;
+    # evidence 5 h: sd 0.2 × √(0.1 / 5) = 0.028284.
+    model = WorkModel(scaling_efficiency=0.8)
+    est = estimate_rates(model, ["V100", "V100"], [1, 2],
+                         [Measurement("V100", 1, 100.0, 1.0), Measurement("V100", 1, 200.0, 3.0),
+                          Measurement("V100", 2, 360.0, 1.0)])
+    per_gpu = math.exp((math.log(100) + 4 * math.log(200)) / 5)
+    assert per_gpu == pytest.approx(174.11, rel=1e-4)
+    assert est.units_per_h == pytest.approx([per_gpu, per_gpu * 1.8], rel=1e-12)
+    assert est.rel_sd == pytest.approx([0.028284, 0.028284], abs=1e-6)
 
 
 def test_from_spec():
@@ -138,8 +160,8 @@ def test_rel_sd_shrinks_as_evidence_grows():
                              [Measurement("V100", 1, V100_T, hours)])
         assert est.units_per_h[0] == pytest.approx(V100_T)      # measured = prior: no change
         sds.append(est.rel_sd)
-    # V100: 1/√(8 + 1/noise²): noise² 0.04, 0.004, 0.0004 → 0.17408, 0.06226, 0.019968.
-    assert [s[0] for s in sds] == pytest.approx([0.17408, 0.06226, 0.019968], abs=1e-4)
+    # V100: the measurement's noise: 0.2, 0.063246, 0.02.
+    assert [s[0] for s in sds] == pytest.approx([0.2, 0.063246, 0.02], abs=1e-5)
     # 4090: √(0.0625 + 1/(16 + 1/(0.0625 + noise²))) → 0.31832, ..., 0.30635.
     assert sds[0][1] == pytest.approx(0.31832, abs=1e-4)
     assert sds[2][1] == pytest.approx(0.30635, abs=1e-4)
