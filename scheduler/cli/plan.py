@@ -11,6 +11,7 @@ from its file without starting it).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,20 @@ def work_option(samples: float | None, tokens: float | None, steps: float | None
                        "give one (the work's hours come from the spec's work.throughput)")
     unit, amount = given[0]
     return {"unit": unit, "amount": amount, "epochs": 1.0 if epochs is None else epochs}
+
+
+def option_terms(message: str, work: dict[str, Any] | None) -> str:
+    """A plan refusal (the service's or the daemon's, which name the request's fields) in the
+    command's terms: a leading ``like_job:`` becomes ``--like:``, ``work.unit:`` and
+    ``work.amount:`` the unit option given (``--tokens:``), ``work.epochs:`` ``--epochs:``,
+    ``compute_hours`` ``--compute-hours``; ``like_job`` and ``compute_hours`` in the text too."""
+    unit = f"--{work['unit']}" if work is not None else "the work"
+    fields = {"like_job": "--like", "work.unit": unit, "work.amount": unit,
+              "work.epochs": "--epochs", "compute_hours": "--compute-hours"}
+    field, sep, rest = message.partition(": ")
+    if sep and field in fields:
+        message = f"{fields[field]}: {rest}"
+    return re.sub(r"\b(like_job|compute_hours)\b", lambda m: fields[m.group(1)], message)
 
 
 @app.command()
@@ -93,6 +108,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     from scheduler.services.jobs import SpecError
 
     check_format(fmt)
+    work = None
     try:
         work = work_option(samples, tokens, steps, epochs, compute_hours)
         raw = load_spec_file(spec_file)
@@ -104,7 +120,7 @@ def plan(spec_file: Path = typer.Argument(..., help="job spec YAML"),
     except SpecError as exc:
         fail(CliError(str(exc), exc.problems))
     except CliError as exc:
-        fail(exc)
+        fail(CliError(option_terms(str(exc), work), exc.problems))
     emit(result["best_offers"], fmt, result, lambda: render.plan_panel(result))
 
 
@@ -123,7 +139,12 @@ def _daemon_plan(home: Path | None, raw: dict[str, Any], compute_hours: float | 
         body["work"] = work
     if like is not None:
         body["like_job"] = like
-    return api.post("/v1/plans", json=body)
+    try:
+        return api.post("/v1/plans", json=body)
+    except CliError as exc:
+        if like is not None and str(exc) == f"no job {like!r}":  # the daemon's 404
+            raise CliError(f"like_job: no job {like!r}") from None
+        raise
 
 
 def _plan_here(home: Path | None, raw: dict[str, Any], compute_hours: float | None,
@@ -144,4 +165,4 @@ def _plan_here(home: Path | None, raw: dict[str, Any], compute_hours: float | No
     except (QueryError, PlanError) as exc:
         raise CliError(str(exc)) from None
     except JobNotFound:
-        raise CliError(f"like: no job {like!r}") from None
+        raise CliError(f"like_job: no job {like!r}") from None

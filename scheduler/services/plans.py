@@ -54,7 +54,7 @@ from policies.constraints import explain_no_fit
 from policies.decisions import decide_placement, tie_break_rank
 from policies.eligibility import eligible_matrix
 from policies.priors import UNKNOWN_SPOT_RISK
-from policies.throughput import cost_per_1k
+from policies.throughput import REFERENCE_GPU, cost_per_1k
 from policies.views import NO_OFFER, Reason
 from scheduler.controller.context import ProviderRegistry
 from scheduler.controller.policy_inputs import (
@@ -72,8 +72,8 @@ from scheduler.store.known_names import KnownNames
 
 
 class PlanError(ValueError):
-    """A plan request the service refuses; ``field`` names the option (``work``,
-    ``compute_hours``)."""
+    """A plan request the service refuses; ``field`` names the request's field (``work``,
+    ``work.unit``, ``work.amount``, ``work.epochs``, ``compute_hours``, ``like_job``)."""
 
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
@@ -234,13 +234,20 @@ def _hours(spec: JobSpec, compute_hours: float | None,
 
 def _with_work(spec: JobSpec, work: WorkOption) -> JobSpec:
     """``spec`` with ``work.total`` = the option's total in its unit (the rest of the spec's
-    ``work`` kept). Raises :class:`PlanError` for a total out of bounds."""
+    ``work`` kept). Raises :class:`PlanError` for a total out of bounds, and for another
+    unit than the spec's ``work.unit`` when the spec declares a throughput (``work.unit``)."""
     for name, value in (("amount", work.amount), ("epochs", work.epochs)):
         if not (math.isfinite(value) and value > 0):
             raise PlanError(f"work.{name}", f"got {value}; must be a number > 0")
     if work.total > WORK_MAX_UNITS:
         raise PlanError("work", f"{work.amount:g} × {work.epochs:g} epochs = {work.total:g} "
                                 f"{work.unit.value}; at most {WORK_MAX_UNITS:g}")
+    if spec.work is not None and spec.work.throughput and work.unit is not spec.work.unit:
+        # The declared rates count the spec's unit: other units cannot be converted.
+        unit = spec.work.unit.value
+        raise PlanError("work.unit", f"got {work.unit.value}, but the spec's work is in {unit} "
+                                     f"(work.unit; its work.throughput is {unit} per second): "
+                                     f"give the work in {unit}")
     base = spec.work or WorkSpec()
     return spec.model_copy(update={"work": base.model_copy(
         update={"unit": work.unit, "total": work.total})})
@@ -287,7 +294,7 @@ class _Estimates:
     finish: np.ndarray                   # (m,) expected USD to finish
     rank: np.ndarray                     # (m,)
     speed: np.ndarray                    # (m,) reference-hours per hour (1 without speeds)
-    rates: np.ndarray | None             # (m,) units (or reference-hours) per market hour
+    rates: np.ndarray | None             # (m,) units per market hour (or A100-80GB-hours)
     sources: tuple[str, ...] | None      # (m,) measured | declared | prior
     unit: str | None                     # the rates' unit (None: reference-hours)
 
@@ -333,6 +340,10 @@ class _Estimates:
         hours and cost to finish (the ``expected`` duration and cost)."""
         o = self.snap.offers[i]
         rate = float(self.rates[i]) if self.rates is not None else None
+        if rate is not None and self.unit is None:
+            # The table's rates are relative to an A100-80GB; the plan's hours are on the
+            # job's reference GPU: a rate in its reference-hours is the offer's speed.
+            rate = float(self.speed[i])
         return {
             "speed": float(self.speed[i]),
             "rate_per_h": rate, "rate_unit": self.unit or ("reference-hours"
@@ -399,6 +410,11 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         offer without the speed model), "compute_hours_source" ("option", "work" (the
         spec's), "spec", "default"), "work" (``None``, or ``{"unit", "total", "amount",
         "epochs", "source": "option" | "spec", "reference_gpu", "reference_rate_per_h"}``),
+        "unplanned_work" (``{"unit", "total"}``: the spec's ``work.total`` when no rate in
+        its unit turns it into hours, so the hours are ``expected_hours`` or the default;
+        else ``None``), "reference_gpu" (the one GPU every ``speed`` and reference-hour is
+        relative to: the spec's ``reference_gpu``, else A100-80GB; ``None`` without the speed
+        model) and "reference_gpu_source" ("spec" | "default" | ``None``),
         "gpu_hours", "budget_usd" (the spec's, or None), "over_budget" (scenario names whose
         expected cost exceeds it), "lookback_since", "offers_source", "offers_problems",
         "eligible", "scenarios": {"on-demand", "spot", "policy"}, "best_offers",
@@ -408,7 +424,9 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
         nothing fits; the policy scenario carries the placement's ``reason`` (alone when it
         would wait). Every estimate also carries ``hours_to_finish`` and ``cost_to_finish_usd``
         (the expected ones), ``gpu_hours``, ``speed``, ``rate_per_h`` in ``rate_unit``,
-        ``throughput_source`` (measured | declared | prior; ``None`` without the speed model)
+        ``throughput_source`` (measured | declared | prior; ``None`` without the speed model;
+        without rates in the job's units ``rate_per_h`` is the ``speed``: reference-hours per
+        hour on one ``reference_gpu``)
         and ``cost_per_1k_usd`` (``None`` without rates in the job's units). With a budget,
         every estimate carries ``over_budget``.
 
@@ -428,9 +446,14 @@ def plan(store: Store, raw_spec: Any, compute_hours: float | None = None, lookba
     hours, hours_source = _planned_hours(inputs, spec, hours, hours_source, work)
     est = _Estimates.of(store, snap, inputs, spec, hours, since, now)
     scenarios = _scenarios(store, snap, inputs, spec, est, live)
+    summary = _work_summary(inputs, draft, work)
     return {
         "job": spec.name, "compute_hours": hours, "compute_hours_source": hours_source,
-        "work": _work_summary(inputs, draft, work), "like_job": like_job,
+        "work": summary, "like_job": like_job,
+        "unplanned_work": _unplanned_work(spec, summary, hours_source),
+        "reference_gpu": None if inputs.speeds is None else spec.reference_gpu or REFERENCE_GPU,
+        "reference_gpu_source": None if inputs.speeds is None else (
+            "spec" if spec.reference_gpu else "default"),
         "gpu_hours": hours * spec.resources.gpu_count, "budget_usd": spec.budget_usd,
         "over_budget": [name for name, e in scenarios.items() if (e or {}).get("over_budget")],
         "lookback_since": since.isoformat(), "offers_source": source,
@@ -463,6 +486,16 @@ def _planned_hours(inputs: JobInputs, spec: JobSpec, hours: float, source: str,
     return 1.0, "default"
 
 
+def _unplanned_work(spec: JobSpec, summary: dict | None, source: str) -> dict | None:
+    """The spec's work total when the plan could not use it (no rates in its unit: the hours
+    are the spec's ``expected_hours`` or the default), else ``None``."""
+    work = spec.work
+    if summary is not None or source not in ("spec", "default") or work is None \
+            or work.total is None:
+        return None
+    return {"unit": work.unit.value, "total": float(work.total)}
+
+
 def _work_summary(inputs: JobInputs, draft: Job, work: WorkOption | None) -> dict | None:
     """The work planned for (see :func:`plan`), ``None`` without a work total in units."""
     spec, latest = draft.spec, draft.progress.latest
@@ -476,7 +509,7 @@ def _work_summary(inputs: JobInputs, draft: Job, work: WorkOption | None) -> dic
     return {"unit": inputs.speeds.unit, "total": total,
             "amount": work.amount if work else total,
             "epochs": work.epochs if work else 1.0, "source": "option" if work else source,
-            "reference_gpu": spec.reference_gpu or "A100-80GB",
+            "reference_gpu": spec.reference_gpu or REFERENCE_GPU,
             "reference_rate_per_h": inputs.speeds.ref_rate}
 
 

@@ -39,7 +39,10 @@ def plan_panel(plan: dict[str, Any], width: int | None = None) -> Panel:
     ``budget_usd`` is below an expected cost."""
     inner = (output_width() if width is None else width) - 4  # panel border and padding
     a = plan["assumptions"]
-    foot = Text(f"rework: each interruption loses half a checkpoint sync interval "
+    foot = Text(f"hours: {a['restart_overhead_h']:g} h to start (launch, boot, agent "
+                f"install, restore: the restart overhead), the work at the offer's speed, "
+                f"and rework; rework: "
+                f"each interruption loses half a checkpoint sync interval "
                 f"({a['sync_interval_s']:g} s) plus {a['restart_overhead_h']:g} h to restart; "
                 f"risk = monthly interruption frequency", style="dim")
     return Panel(Group(_head(plan), _scenarios(plan, inner), _best_offers(plan, inner), foot),
@@ -58,12 +61,19 @@ def _head(plan: dict[str, Any]) -> Text:
         hours = (f"{count(work['total'])} {work['unit']}{per} = {plan['compute_hours']:.4g} "
                  f"hours on one {work['reference_gpu']} at "
                  f"{count(work['reference_rate_per_h'])} {work['unit']}/h")
+    elif plan.get("reference_gpu"):
+        hours += f" on one {plan['reference_gpu']}"
     if plan.get("like_job"):
         hours += f" (rates as {plan['like_job']} measured them)"
     head = Text(f"{hours}{source.get(plan.get('compute_hours_source', 'option'), '')} "
                 f"({plan['gpu_hours']:.4g} GPU-hours); prices: history since "
                 f"{plan['lookback_since'][:10]}; offers: {plan['offers_source']} "
                 f"({plan['eligible']} fit)")
+    unplanned = plan.get("unplanned_work")
+    if unplanned:
+        head.append(f"\nthe spec's work.total ({count(unplanned['total'])} {unplanned['unit']}) "
+                    "cannot be turned into hours without work.throughput, expected_hours + "
+                    "reference_gpu, or --like JOB: not used", style="yellow")
     for problem in plan.get("offers_problems") or []:
         head.append(f"\nnot listed: {problem}", style="yellow")
     budget = plan.get("budget_usd")
@@ -110,7 +120,7 @@ def _best_offers(plan: dict[str, Any], width: int) -> Table:
     if with_units:
         cols.append(Column("$/1k", drop=4))
     if with_rates:
-        cols.append(Column("rate", "left", drop=6))
+        cols.append(Column("rate" if with_units else "speed", "left", drop=6))
     rows = []
     for est in plan["best_offers"]:
         rework = "-" if est["rework_hours"] is None else f"{est['rework_hours']:.2f}"
@@ -131,14 +141,24 @@ def _best_offers(plan: dict[str, Any], width: int) -> Table:
     if with_units and unit:
         title += f"; $/1k {unit}: price ÷ rate"
     elif with_rates and not with_units:
-        title += "; rate in reference-hours (hours of the job's work on its reference GPU) per hour"
+        title += f"; speed: work per hour relative to one {_reference(plan)}"
     return fitted_table(title, cols, rows, width, expand=True)
 
 
+def _reference(plan: dict[str, Any]) -> str:
+    """``T4 (the spec's reference_gpu)``: the GPU the plan's speeds are relative to."""
+    gpu = plan.get("reference_gpu") or "A100-80GB"
+    if plan.get("reference_gpu_source") == "spec":
+        return f"{gpu} (the spec's reference_gpu)"
+    return f"{gpu} (the default reference; the spec sets none)"
+
+
 def _rate(est: dict[str, Any]) -> str:
-    """``1.3M/h declared``: the job's rate on the offer and where it comes from."""
+    """``1.3M/h declared``: the job's rate on the offer and where it comes from; ``0.25×
+    prior`` in reference-hours per hour (the offer's speed)."""
     rate = est.get("rate_per_h")
     if rate is None:
         return est.get("throughput_source") or "-"
-    unit = " ref-h" if est.get("rate_unit") == "reference-hours" else ""
-    return f"{count(rate)}{unit}/h {est['throughput_source']}"
+    if est.get("rate_unit") == "reference-hours":
+        return f"{rate:.3g}× {est['throughput_source']}"
+    return f"{count(rate)}/h {est['throughput_source']}"

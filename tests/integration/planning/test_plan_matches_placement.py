@@ -10,10 +10,10 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from core.models import JobState
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.controller.reconcile import reconcile_pass
-from core.models import JobState
 from scheduler.poller.offers import OfferPoller
 from scheduler.services import jobs as job_service
 from scheduler.services.plans import plan_without_daemon

@@ -124,8 +124,8 @@ def test_the_api_validates_the_work_naming_the_field(served):  # noqa: F811
     headers = {"Authorization": "Bearer user-token"}
     served.store.offers.replace_offers("aws", [A100, V100])
     post = lambda body: httpx.post(f"{served.url}/v1/plans", json=body, headers=headers)
-    ok = post({"spec": SPEC, "work": {"unit": "tokens", "amount": 3.6e6}})
-    assert ok.status_code == 200 and ok.json()["work"]["unit"] == "tokens"
+    ok = post({"spec": SPEC, "work": {"unit": "samples", "amount": 3.6e6}})
+    assert ok.status_code == 200 and ok.json()["work"]["unit"] == "samples"
     assert ok.json()["compute_hours"] == pytest.approx(1.0)
     for work, field in [({"unit": "images", "amount": 1}, "unit"),
                         ({"unit": "samples", "amount": 0}, "amount"),
