@@ -6,7 +6,8 @@
   ``{"spec", "compute_hours"?, "lookback"?, "work"?: {"unit": "samples" | "tokens" | "steps",
   "amount", "epochs"?}}`` (``work``: plan for ``amount × epochs`` units instead of the spec's
   work; not with ``compute_hours``, and only for a spec that declares a throughput: else 422
-  naming ``work``; ``like_job``: plan with the throughput that job measured, 404 when unknown,
+  naming ``work``; in the spec's ``work.unit`` when it declares one: else 422 naming
+  ``work.unit``; ``like_job``: plan with the throughput that job measured, 404 when unknown,
   422 when it measured none or counts another unit).
 - ``GET /v1/cost-report``: recorded costs of a job or of the jobs since a time
   (:mod:`scheduler.services.costs`).
