@@ -247,6 +247,45 @@ def reference_rate(model: WorkModel, measurements: Sequence[Measurement]) -> tup
     return float(est.units_per_h[0]), est.source[0]
 
 
+def reference_hours(model: WorkModel, total_units: float | None,
+                    expected_hours: float | None, measurements: Sequence[Measurement] = (),
+                    reference: str | None = None, ref_rate: float | None = None
+                    ) -> float | None:
+    """Hours of one ``reference`` GPU (default ``model.reference_gpu``) a whole job needs.
+
+    - ``total_units`` (the job's units, e.g. ``work.total``) when the rates are in those units
+      (``model.declared`` or ``measurements`` non-empty): ``total_units`` ÷ the rate of one
+      ``reference`` GPU;
+    - else ``expected_hours`` (hours on one ``model.reference_gpu``, the spec's) × the rate of
+      one ``model.reference_gpu`` ÷ the rate of one ``reference`` GPU (1 when they are the
+      same model: ``expected_hours: 2, reference_gpu: T4`` is 2 × 0.1506 = 0.30
+      A100-80GB-hours of transformer work);
+    - else ``None`` (unknown).
+
+    ``ref_rate``: the rate of one ``reference`` GPU in the job's units when the caller has
+    estimated it already (the daemon's); it puts the rates in units.
+    """
+    target = reference or model.reference_gpu
+    in_units = ref_rate is not None or bool(model.declared) or bool(measurements)
+    if total_units is not None and in_units:
+        if ref_rate is None:
+            ref_rate = float(estimate_rates(model, [target], [1], measurements).units_per_h[0])
+        return float(total_units) / float(ref_rate)
+    if expected_hours is None:
+        return None
+    if _canonical(target) == _canonical(model.reference_gpu):
+        return float(expected_hours)
+    rates = estimate_rates(model, [model.reference_gpu, target], [1, 1], measurements).units_per_h
+    return float(expected_hours) * float(rates[0]) / float(rates[1])
+
+
+def spec_reference_hours(spec: JobSpec, reference: str | None = None) -> float | None:
+    """:func:`reference_hours` of a spec before it runs: its ``work.total`` and
+    ``expected_hours`` with its :meth:`WorkModel.from_spec`, no measurement."""
+    total = spec.work.total if spec.work is not None else None
+    return reference_hours(WorkModel.from_spec(spec), total, spec.expected_hours, (), reference)
+
+
 def cost_per_1k(price_usd_per_hour, units_per_h):
     """USD per 1,000 units at ``price_usd_per_hour`` and ``units_per_h`` (scalars or arrays);
     ``nan`` where the rate is not positive and finite."""

@@ -17,9 +17,9 @@ import yaml
 from pydantic import ValidationError
 from rich.table import Table
 
+from core.models import JobSpec, describe_validation_error
 from scheduler.cli import render
 from scheduler.cli.app import app, console, err, print_error
-from core.models import JobSpec, describe_validation_error
 
 POLICY_HELP = ("comma-separated: arbiter, greedy, uniform-progress, "
                "uniform-progress-no-condition2, on-demand, skypilot-failover, skypilot-eager, "
@@ -71,7 +71,8 @@ def simulate(
     job_file: Path = typer.Argument(..., help="job spec YAML (its constraints choose the offers)"),
     market: Path = typer.Option(..., "--market", help="replay market YAML"),
     compute_hours: float | None = typer.Option(
-        None, help="compute the job needs, hours (> 0; default: the spec's expected_hours)"),
+        None, help="compute the job needs, hours on the spec's reference_gpu (> 0; default: "
+                   "the spec's work.total at its declared throughput, else expected_hours)"),
     deadline_hours: float | None = typer.Option(
         None, help="deadline, hours after the simulated start (default: none)"),
     restart_overhead_hours: float = typer.Option(
@@ -96,8 +97,8 @@ def simulate(
     compute_hours, budget_usd = _hours_and_budget(spec, compute_hours, deadline_hours,
                                                   budget_usd)
     from providers.replay.market import MarketError
-    from scheduler.simulator.simulate import SimJob
     from scheduler.simulator.market import SimulationError
+    from scheduler.simulator.simulate import SimJob
     try:
         job = SimJob(compute_hours, deadline_hours, restart_overhead_hours,
                      checkpoint_interval_hours, move_extra_hours, budget_usd)
@@ -113,7 +114,7 @@ def simulate(
         for note in _notes(comp):   # stdout stays JSON
             typer.echo(f"note: {note}", err=True)
         return
-    title = (f"{spec.name}: {compute_hours:g} h of compute on {replay.name}"
+    title = (f"{spec.name}: {compute_hours:.4g} h of compute (A100-80GB hours) on {replay.name}"
              f"{f', deadline {deadline_hours:g} h' if deadline_hours else ''}"
              f"{f', budget ${budget_usd:,.2f}' if math.isfinite(budget_usd) else ''}; "
              f"{len(starts)} run(s) from market hour {start_h:g}"
@@ -123,17 +124,32 @@ def simulate(
 
 def _hours_and_budget(spec: JobSpec, compute_hours: float | None, deadline_hours: float | None,
                       budget_usd: float | None) -> tuple[float, float]:
-    """The compute hours (the option, else the spec's ``expected_hours``) and the budget in USD
-    (the option, else the spec's, else infinite). Exits 2 when the hours are unknown or the
+    """The compute in A100-80GB reference-hours (the option, else the spec's ``work.total`` at
+    its declared throughput, else its ``expected_hours``; hours on the spec's
+    ``reference_gpu`` are converted, :func:`policies.throughput.reference_hours`) and the
+    budget in USD (the option, else the spec's, else infinite). Exits 2 when the hours are unknown or the
     spec has an absolute deadline and no ``--deadline-hours`` replaces it."""
     if spec.deadline is not None and deadline_hours is None:
         err.print("[bold red]error:[/] the job spec has a deadline: give --deadline-hours (hours "
                   "after the simulated start); an absolute time means nothing on a replayed clock")
         raise typer.Exit(2)
-    compute_hours = spec.expected_hours if compute_hours is None else compute_hours
+    from policies.throughput import (
+        REFERENCE_GPU,
+        WorkModel,
+        reference_hours,
+        spec_reference_hours,
+    )
+
+    # The simulator's speeds are per A100-80GB (the market files' and the GPU table's
+    # reference): hours on another reference_gpu are converted by the table's relatives.
     if compute_hours is None:
-        err.print("[bold red]error:[/] compute hours unknown: give --compute-hours or set "
-                  "expected_hours in the job spec")
+        compute_hours = spec_reference_hours(spec, REFERENCE_GPU)
+    else:
+        compute_hours = reference_hours(WorkModel.from_spec(spec), None, compute_hours,
+                                        reference=REFERENCE_GPU)
+    if compute_hours is None:
+        err.print("[bold red]error:[/] compute hours unknown: give --compute-hours, or set "
+                  "expected_hours, or work.total with work.throughput in the job spec")
         raise typer.Exit(2)
     if budget_usd is None:
         budget_usd = math.inf if spec.budget_usd is None else spec.budget_usd

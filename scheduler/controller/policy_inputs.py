@@ -30,7 +30,13 @@ import numpy as np
 from core.models import Job, Offer, PlacementEnd
 from policies.daemon_views import job_view, market_view, offer_speeds
 from policies.eligibility import eligible_matrix
-from policies.throughput import Measurement, RateEstimates, WorkModel, scaling
+from policies.throughput import (
+    Measurement,
+    RateEstimates,
+    WorkModel,
+    reference_hours,
+    scaling,
+)
 from policies.views import JobView, MarketView, OfferTable, with_speed
 from scheduler.budgets import owner_spent
 from scheduler.controller.context import Context, ProviderRegistry
@@ -196,15 +202,17 @@ def compute_hours(job: Job, speeds: JobSpeeds | None) -> tuple[float, float]:
     """``(compute_h, remaining_compute_h)`` of ``job``, ``nan`` when unknown. With rates in
     the job's units and a total: the total, and what is left of it (:func:`remaining_units`;
     before any report, the total less the reference-hours saved in checkpoints), ÷ the
-    reference rate; else ``expected_hours`` and ``expected_hours`` − ``progress_h``."""
+    reference rate (:func:`policies.throughput.reference_hours`, which the simulator uses
+    too); else ``expected_hours`` and ``expected_hours`` − ``progress_h``."""
     units = remaining_units(job)
     if speeds is not None and speeds.unit is not None and units is not None \
             and speeds.ref_rate > 0:
         latest = job.progress.latest
         work = job.spec.work
         total = work.total if work is not None and work.total is not None else latest.total
-        total_h = total / speeds.ref_rate
-        left_h = units / speeds.ref_rate if latest is not None \
+        total_h = reference_hours(WorkModel.from_spec(job.spec), total, None,
+                                  ref_rate=speeds.ref_rate)
+        left_h = total_h * units / total if latest is not None and total > 0 \
             else max(0.0, total_h - job.progress_h)
         return total_h, left_h
     remaining = job.remaining_hours()

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from core.models import JobSpec, Market, MarketChoice, Offer
 from policies.availability import always_available, availability_stats
 from policies.constraints import FilterResult, filter_offers
 from policies.views import AvailabilityStats, OfferTable
 from policies.zones import zone_correlation
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import SECONDS_PER_30_DAYS
-from core.models import JobSpec, Market, MarketChoice, Offer
 from scheduler.simulator.speeds import SpeedFn, check, spec_speeds
 
 DEFAULT_TICK_S = 600.0

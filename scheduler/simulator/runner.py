@@ -18,9 +18,9 @@ import numpy as np
 from policies import baselines
 from policies.decisions import decide
 from scheduler.simulator.anchors import cheapest_per_hour, speed_blind
-from scheduler.simulator.simulate import Policy, SimJob, SimResult, simulate
 from scheduler.simulator.market import SimMarket, SimulationError
 from scheduler.simulator.optimum import deadline_ticks, optimal_cost
+from scheduler.simulator.simulate import Policy, SimJob, SimResult, simulate
 
 OURS = "arbiter"
 UP_NO_CONDITION2 = "uniform-progress-no-condition2"

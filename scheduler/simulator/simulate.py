@@ -47,9 +47,10 @@ Policy = Callable[[JobView, MarketView], Decision]
 class SimJob:
     """The simulated job. Hours of market time; USD.
 
-    - **compute_h**: compute the job needs (> 0): ``--compute-hours`` or the spec's
-      ``expected_hours``; hours on the job's reference (one GPU of its ``reference_gpu``)
-      when the market has speeds (progress and checkpoints are counted in them).
+    - **compute_h**: compute the job needs (> 0), hours of one A100-80GB when the market has
+      speeds (progress and checkpoints are counted in them): ``schedctl simulate`` converts
+      the spec's (``--compute-hours``, ``work.total`` or ``expected_hours`` on its
+      ``reference_gpu``) with :func:`policies.throughput.spec_reference_hours`.
     - **deadline_h**: hours after the start (``None``: no deadline).
     - **restart_overhead_h**: launch + setup + restore of each new instance.
     - **checkpoint_interval_h**: clock hours of work on an instance between checkpoints (0:

@@ -1,5 +1,8 @@
-"""How fast the simulated job runs on each offer: a speed per offer, relative to the job's
-reference (one GPU of its ``reference_gpu``, ``A100-80GB`` by default).
+"""How fast the simulated job runs on each offer: a speed per offer, relative to the
+simulator's reference, one A100-80GB (:data:`policies.throughput.REFERENCE_GPU`, the GPU a
+replayed market's per-offer ``speed`` factors are relative to), whatever the job's
+``reference_gpu``: the job's compute is converted to hours of that reference
+(:func:`policies.throughput.spec_reference_hours`).
 
 A speed ``s`` means one market hour on the offer does ``s`` reference-hours of the job's work,
 so a job with ``c`` reference-hours left finishes uninterrupted in ``c / s`` hours there. The
@@ -32,17 +35,17 @@ def speed_model_on(spec: JobSpec) -> bool:
 def work_speeds(model, offers: Sequence[Offer]) -> np.ndarray:
     """``(m,)`` speed of each offer for a job of ``model`` (a
     :class:`policies.throughput.WorkModel`): its estimated whole-offer rate (no measurements)
-    ÷ the estimated rate of one reference GPU.
+    ÷ the estimated rate of one A100-80GB (the simulator's reference, not the job's
+    ``reference_gpu``).
 
     Raises:
         ValueError: a speed is not finite and positive (a broken throughput table).
     """
-    from policies.throughput import estimate_rates, reference_rate
+    from policies.throughput import REFERENCE_GPU, estimate_rates
 
-    rates = estimate_rates(model, [o.gpu_model for o in offers], [o.gpu_count for o in offers],
-                           [])
-    ref, _ = reference_rate(model, [])
-    out = np.asarray(rates.units_per_h, dtype=float) / float(ref)
+    names = [o.gpu_model for o in offers] + [REFERENCE_GPU]
+    rates = estimate_rates(model, names, [o.gpu_count for o in offers] + [1], []).units_per_h
+    out = np.asarray(rates[:-1], dtype=float) / float(rates[-1])
     check(out, len(offers))
     return out
 

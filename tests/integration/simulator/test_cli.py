@@ -7,8 +7,8 @@ import warnings
 import pytest
 from typer.testing import CliRunner
 
-from scheduler.cli.main import app
 from core.config import examples_dir, shared_data_dir
+from scheduler.cli.main import app
 from tests.integration.simulator.conftest import write_market
 
 JOB = "name: sim\ncommand: python train.py\nresources: {gpu_count: 1, min_vram_gib: 16}\n"
@@ -181,3 +181,38 @@ def test_offer_speeds_rank_by_cost_to_finish(tmp_path, job_file):
     assert rows["arbiter"]["cost_usd_mean"] == pytest.approx(0.5 * 2 / 0.6)
     assert rows["arbiter"]["finish_h"] == pytest.approx(2 / 0.6)
     assert "different speeds" in result.stderr
+
+
+T4_JOB = ("name: t4\ncommand: python train.py\n"
+          "resources: {gpu_count: 1, gpu_models: [T4]}\n")
+
+
+def _t4_run(tmp_path, extra):
+    """cheapest-per-hour on the heterogeneous example restricted to its T4 (spot $0.158/h,
+    speed 0.1506 per A100-80GB, always available), no restart overhead: its JSON row."""
+    path = tmp_path / "t4.yaml"
+    path.write_text(T4_JOB + extra)
+    result = run(path, "--market", examples_dir() / "markets" / "heterogeneous.yaml",
+                 "--restart-overhead-hours", 0, "--policy", "cheapest-per-hour",
+                 "--no-optimum", "--json")
+    assert result.exit_code == 0, result.output
+    return {r["policy"]: r for r in json.loads(result.stdout)}["cheapest-per-hour"]
+
+
+def test_expected_hours_on_the_reference_gpu_are_hours_there(tmp_path):
+    # 2 h on a T4 of transformer work = 2 × 0.1506 (the table's T4 relative) = 0.3012
+    # A100-80GB hours; at the T4's speed 0.1506 that is 2 h of T4 time, $0.316.
+    row = _t4_run(tmp_path, "expected_hours: 2\nreference_gpu: T4\n"
+                            "work: {unit: steps, workload: transformer}\n")
+    assert row["unfinished"] == 0
+    assert row["finish_h"] == pytest.approx(2.0, rel=0.02)
+    assert row["cost_usd_mean"] == pytest.approx(0.158 * 2.0, rel=0.02)
+
+
+def test_work_total_at_a_declared_throughput_simulates(tmp_path):
+    # 3.6M samples at a declared 100 samples/s on a T4 (360k/h): 10 h of T4 time
+    # (3.6e6 / (360k / 0.1506) = 1.506 A100-80GB hours at speed 0.1506).
+    row = _t4_run(tmp_path, "work: {unit: samples, total: 3600000, workload: transformer, "
+                            "throughput: {T4: 100}}\n")
+    assert row["unfinished"] == 0
+    assert row["finish_h"] == pytest.approx(10.0, rel=0.02)

@@ -19,8 +19,10 @@ from policies.throughput import (
     cost_per_1k,
     estimate_rates,
     measurement_rel_sd,
+    reference_hours,
     reference_rate,
     scaling,
+    spec_reference_hours,
 )
 
 V100_T = gpu_spec("V100").transformer        # 0.4008
@@ -238,3 +240,29 @@ def test_shapes():
     est = estimate_rates(WorkModel(workload="cnn"), models, [1, 4] * 525, [])
     assert est.units_per_h.shape == (1050,)
     assert np.isfinite(est.units_per_h).all() and (est.units_per_h > 0).all()
+
+
+def test_reference_hours_of_a_spec():
+    t4 = gpu_spec("T4").transformer            # 0.1506 per A100-80GB
+    hours_on_t4 = JobSpec.model_validate({
+        "name": "x", "command": "true", "expected_hours": 2, "reference_gpu": "T4",
+        "work": {"unit": "steps", "workload": "transformer"}})
+    # 2 h on the job's own reference are 2 reference-hours; on one A100-80GB 2 × 0.1506.
+    assert spec_reference_hours(hours_on_t4) == pytest.approx(2.0)
+    assert spec_reference_hours(hours_on_t4, REFERENCE_GPU) == pytest.approx(2 * t4)
+    # 3.6M samples at a declared 100/s on a T4 (360k/h): 10 T4-hours, 10 × 0.1506 A100-hours.
+    total = JobSpec.model_validate({
+        "name": "x", "command": "true", "work": {
+            "unit": "samples", "total": 3.6e6, "workload": "transformer",
+            "throughput": {"T4": 100}}})
+    assert spec_reference_hours(total, "T4") == pytest.approx(10.0)
+    assert spec_reference_hours(total) == pytest.approx(10 * t4)
+    # A total without any rate in its units says nothing of hours; nothing at all: unknown.
+    assert spec_reference_hours(JobSpec.model_validate({
+        "name": "x", "command": "true", "expected_hours": 3,
+        "work": {"unit": "samples", "total": 1e6}})) == pytest.approx(3.0)
+    assert spec_reference_hours(JobSpec(name="x", command="true")) is None
+    # Measured units: the total ÷ the measured reference rate.
+    model = WorkModel(reference_gpu="T4")
+    assert reference_hours(model, 1e6, None, [Measurement("T4", 1, 2e5, 1.0)]) \
+        == pytest.approx(5.0)
