@@ -106,9 +106,11 @@ class StoreCollector(Collector):
         yield _counter("ga_preemptions", "Placements ended by a spot preemption",
                        ["provider"], {(k,): v for k, v in counters["preemptions"].items()})
         yield _counter("ga_migrations", "Migrations started, by reason (preemption: the spot "
-                       "instance was reclaimed; price: a cheaper offer, or the held price rose "
-                       "above the job's max_price_usd_per_hour; lost: the instance "
-                       "vanished)", ["reason"],
+                       "instance was reclaimed; price: a voluntary move to an offer cheaper per "
+                       "hour or per unit of work (a faster offer that costs less to finish "
+                       "counts here too; its event says how much faster and dearer), or the "
+                       "held price rose above the job's max_price_usd_per_hour; lost: the "
+                       "instance vanished)", ["reason"],
                        {(k,): v for k, v in counters["migrations"].items()})
         yield _counter("ga_waste_alerts", "GPU waste alerts raised, by alert (low-utilisation: "
                        "under 65 % for 10 min; idle: 0 % for 300 s; slow-steps: step time "
