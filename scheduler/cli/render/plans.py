@@ -73,7 +73,9 @@ def _head(plan: dict[str, Any]) -> Text:
     if unplanned:
         head.append(f"\nthe spec's work.total ({count(unplanned['total'])} {unplanned['unit']}) "
                     "cannot be turned into hours without work.throughput, expected_hours + "
-                    "reference_gpu, or --like JOB: not used", style="yellow")
+                    "reference_gpu, or --like JOB: planned by "
+                    + ("the spec's expected_hours" if plan.get("compute_hours_source") == "spec"
+                       else "the hour (the default)"), style="yellow")
     for problem in plan.get("offers_problems") or []:
         head.append(f"\nnot listed: {problem}", style="yellow")
     budget = plan.get("budget_usd")

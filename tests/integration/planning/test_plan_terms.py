@@ -96,7 +96,8 @@ def test_the_start_up_hours_and_an_unused_work_total_are_said(env):
     assert plan["unplanned_work"] == {"unit": "samples", "total": 7.2e6}
     _, text = run(env, {**BASE, "work": {"unit": "samples", "total": 7.2e6}})
     assert ("the spec's work.total (7.2M samples) cannot be turned into hours without "
-            "work.throughput, expected_hours + reference_gpu, or --like JOB") in text
+            "work.throughput, expected_hours + reference_gpu, or --like JOB: planned by the hour "
+            "(the default)") in text
     assert f"hours: {RESTART_OVERHEAD_H:g} h to start (launch, boot, agent install, restore: " \
            "the restart overhead)" in text
     # A total the declared rate turns into hours is planned, not flagged.
