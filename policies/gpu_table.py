@@ -58,6 +58,7 @@ from the reference data in ``shared/data/gpus`` (collected from public sources, 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -363,6 +364,18 @@ def gpu_spec(name: str) -> GpuRow | None:
                     return candidate
             return base
     return None
+
+
+def closest_names(name: str, n: int = 3) -> list[str]:
+    """Up to ``n`` table names closest to ``name`` (``difflib`` over the normalised spellings
+    of :func:`gpu_spec`, aliases included), best first; ``[]`` when none is close."""
+    keys = {_key(row.name): row.name for row in ROWS}
+    keys.update({_key(alias): _BY_KEY[_key(alias)].name for alias in _ALIASES})
+    out: list[str] = []
+    for key in difflib.get_close_matches(_key(name or ""), list(keys), n=3 * n, cutoff=0.6):
+        if keys[key] not in out:
+            out.append(keys[key])
+    return out[:n]
 
 
 def lowest_relative(workload: str) -> float:

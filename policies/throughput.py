@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.units import usd_small
-from policies.gpu_table import gpu_spec, lowest_relative
+from policies.gpu_table import closest_names, gpu_spec, lowest_relative
 
 if TYPE_CHECKING:
     from core.models.specs import JobSpec
@@ -284,6 +284,36 @@ def spec_reference_hours(spec: JobSpec, reference: str | None = None) -> float |
     ``expected_hours`` with its :meth:`WorkModel.from_spec`, no measurement."""
     total = spec.work.total if spec.work is not None else None
     return reference_hours(WorkModel.from_spec(spec), total, spec.expected_hours, (), reference)
+
+
+def unknown_gpu_warnings(spec: JobSpec) -> list[str]:
+    """One message per GPU model of the spec's ``reference_gpu`` and ``work.throughput`` keys
+    that the GPU table does not know (:func:`~policies.gpu_table.gpu_spec`), naming the
+    closest table names, e.g. ``reference_gpu: 'V1000' is not in the GPU table (closest:
+    V100, ...)``. Such a model is not refused (it may be newer than the table): it gets the
+    conservative prior of :func:`unknown_relative`, which the message says. Pure."""
+    out = []
+
+    def unknown(path: str, name: str, consequence: str) -> None:
+        if gpu_spec(name) is not None:
+            return
+        close = closest_names(name)
+        hint = f"closest: {', '.join(close)}" if close else "no close name"
+        out.append(f"{path}: {name!r} is not in the GPU table ({hint}); {consequence}")
+
+    if spec.reference_gpu is not None:
+        unknown("reference_gpu", spec.reference_gpu,
+                "its speed is the conservative prior for GPU models the table lacks (the "
+                "table's slowest, ±100 %) until the job runs on it, so every other GPU is "
+                "taken to be at least as fast")
+    if spec.work is not None:
+        for name in spec.work.throughput:
+            unknown("work.throughput", name,
+                    "its declared rate is used on that model, and the other models' priors "
+                    "are scaled from the declared models the table knows (from the "
+                    "conservative prior for GPU models it lacks, the table's slowest, when it "
+                    "knows none)")
+    return out
 
 
 def cost_per_1k(price_usd_per_hour, units_per_h):

@@ -26,6 +26,7 @@ from core.models import (
 )
 from core.models.limits import BUNDLE_MAX_BYTES as MAX_BUNDLE_BYTES
 from policies.constraints import unknown_names
+from policies.throughput import unknown_gpu_warnings
 from scheduler.budgets import check_owner_budget
 from scheduler.checkpoints.bundles import check_bundle
 from scheduler.checkpoints.keys import code_bundle_key
@@ -109,8 +110,12 @@ def _decode_bundle(bundle_b64: str) -> bytes:
 def spec_warnings(store: Store, spec: JobSpec) -> list[str]:
     """The spec's provider, region, zone and GPU model names that no configured provider has
     ever listed, each with the closest listed names (:func:`policies.constraints.unknown_names`
-    over :class:`~scheduler.store.known_names.KnownNames`). Raises ``redis.RedisError``."""
-    return unknown_names(spec, KnownNames(store.redis).names())
+    over :class:`~scheduler.store.known_names.KnownNames`), then its ``reference_gpu`` and
+    ``work.throughput`` GPU models the GPU table lacks, with the closest table names
+    (:func:`policies.throughput.unknown_gpu_warnings`). Raises ``redis.RedisError``."""
+    listed = [f"{w}; submitted anyway (a provider may list it later)"
+              for w in unknown_names(spec, KnownNames(store.redis).names())]
+    return listed + [f"{w}; submitted anyway" for w in unknown_gpu_warnings(spec)]
 
 
 def warnings_of(job: Job) -> list[str]:
@@ -142,8 +147,7 @@ def submit(store: Store, objects: ObjectStore, raw_spec: Any, bundle_b64: str | 
     job = Job(id=f"{spec.name}-{secrets.token_hex(3)}", spec=spec, created_at=now, updated_at=now)
     job.record(JobState.PENDING, "submitted", at=now)
     for warning in spec_warnings(store, spec):
-        job.record(JobState.PENDING, f"warning: {warning}; submitted anyway (a provider may "
-                   "list it later)", at=now, kind=SPEC_WARNING)
+        job.record(JobState.PENDING, f"warning: {warning}", at=now, kind=SPEC_WARNING)
     if bundle is not None:
         objects.put_bytes(code_bundle_key(job.id), bundle)
     try:

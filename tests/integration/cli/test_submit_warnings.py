@@ -9,9 +9,9 @@ import httpx
 import yaml
 from typer.testing import CliRunner
 
+from core.models import JobState
 from scheduler.cli.main import app as cli
 from scheduler.controller.reconcile import reconcile_pass
-from core.models import JobState
 from scheduler.poller.offers import OfferPoller
 from scheduler.store.known_names import KnownNames
 from tests.integration.cli.conftest import TOKEN
@@ -97,3 +97,16 @@ def test_a_vram_request_just_above_the_offers_names_their_sizes(served, redis_cl
            "as aws reports it, T4 15 GiB" in reason
     assert "max_price_usd_per_hour rejects 2 offers above $0.3000/h: the cheapest of them is " \
            "$0.4500/h (aws/us-west-2a g5.xlarge spot)" in reason
+
+
+def test_gpu_models_the_table_lacks_are_warned_at_submit(served):
+    job = _submit(served, {"name": "v1000", "command": "python train.py", "expected_hours": 1,
+                           "reference_gpu": "V1000", "work": {"throughput": {"FooGPU": 10}}})
+    assert job["state"] == "pending"
+    assert len(job["warnings"]) == 2
+    assert "reference_gpu: 'V1000' is not in the GPU table (closest: V100" in job["warnings"][0]
+    assert "work.throughput: 'FooGPU' is not in the GPU table" in job["warnings"][1]
+    assert all("conservative prior" in w and "submitted anyway" in w for w in job["warnings"])
+    known = _submit(served, {"name": "v100", "command": "python train.py",
+                             "reference_gpu": "V100", "work": {"throughput": {"T4": 10}}})
+    assert known["warnings"] == []

@@ -13,6 +13,7 @@ from policies.gpu_table import (
     PRIOR_REL_SD,
     ROWS,
     WORKLOADS,
+    closest_names,
     gpu_spec,
     lowest_relative,
     spec_relative,
@@ -168,3 +169,11 @@ def test_benchmarks_match_the_reference_data():
                 (row.name, bench)
             checked += 1
     assert checked > 100
+
+
+def test_closest_names_of_a_typo():
+    # "V1000" is one character from V100 (difflib ratio 8/9) and two from P100 and H100.
+    assert closest_names("V1000") == ["V100", "P100", "H100"]
+    assert closest_names("rtx 4900")[0] == "RTX4090"
+    assert closest_names("FooGPU") == []
+    assert closest_names("V1000", n=1) == ["V100"]

@@ -23,6 +23,7 @@ from policies.throughput import (
     reference_rate,
     scaling,
     spec_reference_hours,
+    unknown_gpu_warnings,
 )
 
 V100_T = gpu_spec("V100").transformer        # 0.4008
@@ -266,3 +267,21 @@ def test_reference_hours_of_a_spec():
     model = WorkModel(reference_gpu="T4")
     assert reference_hours(model, 1e6, None, [Measurement("T4", 1, 2e5, 1.0)]) \
         == pytest.approx(5.0)
+
+
+def test_gpu_models_the_table_lacks_are_warned_with_the_closest_names():
+    spec = JobSpec.model_validate({
+        "name": "x", "command": "true", "reference_gpu": "V1000",
+        "work": {"throughput": {"FooGPU": 10, "rtx 4090": 3}}})
+    warnings = unknown_gpu_warnings(spec)
+    assert len(warnings) == 2
+    assert warnings[0].startswith("reference_gpu: 'V1000' is not in the GPU table (closest: "
+                                  "V100, P100, H100); its speed is the conservative prior")
+    assert warnings[1].startswith("work.throughput: 'FooGPU' is not in the GPU table (no close "
+                                  "name); its declared rate is used")
+    assert "conservative prior" in warnings[1]
+    # Every spelling the table knows passes; a spec naming no GPU has nothing to warn about.
+    assert unknown_gpu_warnings(JobSpec.model_validate({
+        "name": "x", "command": "true", "reference_gpu": "Tesla V100-SXM2-16GB",
+        "work": {"throughput": {"A100 80GB": 1}}})) == []
+    assert unknown_gpu_warnings(JobSpec(name="x", command="true")) == []
