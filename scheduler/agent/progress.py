@@ -10,10 +10,17 @@ Limits, so that a job can neither stall nor flood the agent:
   poll, only the last 64 KiB are read (from the first line start in them): every point is
   cumulative, so the skipped ones hold nothing the latest does not;
 - a line longer than :data:`MAX_LINE_BYTES` (4 KiB) is skipped (counted in ``skipped_long``);
-- a file that was replaced (another inode) or truncated (shorter than what was read) is read
-  again from its start; a file that does not exist (yet) is no progress;
-- a line that is not UTF-8 JSON in the format, or whose unit differs from the attempt's first
-  point, is counted in ``bad_lines`` and ignored; blank lines are ignored;
+- a file that was replaced (another inode), truncated (shorter than what was read) or
+  rewritten in place (``open(path, "w")`` each update: the :data:`TAIL_BYTES` bytes before
+  where the last poll stopped changed) is read again from its start (within the same 64 KiB
+  bound); a file that does not exist (yet) is no progress;
+- a line that is not UTF-8 JSON in the format, whose ``done`` exceeds its ``total``, whose
+  unit differs from the attempt's first point, whose ``t`` is more than
+  :data:`MAX_AHEAD_S` (60 s) ahead of the time the agent reads it or more than
+  :data:`MAX_BEHIND_S` (an hour) behind it (lines are read seconds after they are written: such
+  a ``t`` is a wrong clock or a wrong unit, and one such point would distort the measured
+  rate), or older than the attempt's first point, is counted in ``bad_lines`` and ignored;
+  blank lines are ignored;
 - a half-written last line is kept until its newline arrives.
 
 :meth:`ProgressFile.poll` never raises: an unreadable file is logged once and read again next
@@ -29,18 +36,25 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from core.models.work import WORK_MAX_UNITS, ProgressPoint, WorkUnit
 
 logger = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 64 * 1024
 MAX_LINE_BYTES = 4 * 1024
+MAX_AHEAD_S = 60.0
+MAX_BEHIND_S = 3600.0
+TAIL_BYTES = 64  # what is compared to notice a file rewritten in place
 _UNITS = tuple(unit.value for unit in WorkUnit)
 
 
 def parse_line(raw: bytes, read_at: datetime) -> ProgressPoint | None:
     """The point of one line (without its newline), ``at`` = its ``t`` or else ``read_at``;
-    ``None`` when the line is not in the format (see :mod:`scheduler.progress`)."""
+    ``None`` when the line is not in the format (see :mod:`scheduler.progress`), its
+    ``done`` exceeds its ``total``, or its ``t`` is more than :data:`MAX_AHEAD_S` ahead of
+    ``read_at`` or :data:`MAX_BEHIND_S` behind it."""
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -54,7 +68,8 @@ def parse_line(raw: bytes, read_at: datetime) -> ProgressPoint | None:
     done, total, t = data[unit], data.get("total"), data.get("t")
     if not _number(done) or not 0 <= done <= WORK_MAX_UNITS:
         return None
-    if total is not None and (not _number(total) or not 0 < total <= WORK_MAX_UNITS):
+    if total is not None and (not _number(total) or not 0 < total <= WORK_MAX_UNITS
+                              or done > total):
         return None
     at = read_at
     if t is not None:
@@ -64,7 +79,12 @@ def parse_line(raw: bytes, read_at: datetime) -> ProgressPoint | None:
             at = datetime.fromtimestamp(t, UTC)
         except (OverflowError, OSError, ValueError):  # e.g. milliseconds by mistake
             return None
-    return ProgressPoint(unit=WorkUnit(unit), done=done, total=total, at=at)
+        if not -MAX_BEHIND_S <= (at - read_at).total_seconds() <= MAX_AHEAD_S:
+            return None
+    try:
+        return ProgressPoint(unit=WorkUnit(unit), done=done, total=total, at=at)
+    except ValidationError:
+        return None
 
 
 def _number(value: object) -> bool:
@@ -88,6 +108,7 @@ class ProgressFile:
         self._inode: tuple[int, int] | None = None
         self._offset = 0
         self._partial = b""
+        self._tail = b""  # the last TAIL_BYTES bytes read, just before _offset
         self._skipping = False  # inside a line that grew past MAX_LINE_BYTES
         self._failed_logged = False
 
@@ -117,20 +138,23 @@ class ProgressFile:
         try:
             st = os.fstat(fd)
             inode = (st.st_dev, st.st_ino)
-            if inode != self._inode or st.st_size < self._offset:
-                self._inode, self._offset = inode, 0
+            if inode != self._inode or st.st_size < self._offset or (
+                    self._tail and os.pread(fd, len(self._tail),
+                                            self._offset - len(self._tail)) != self._tail):
+                self._inode, self._offset, self._tail = inode, 0, b""
                 self._partial, self._skipping = b"", False
             if st.st_size - self._offset > MAX_READ_BYTES:
                 # Only the newest points matter: jump to the last 64 KiB, resuming at a line
                 # start (unless the jump lands on one, what precedes the first newline there
                 # is a line's tail).
                 self._offset = st.st_size - MAX_READ_BYTES
-                self._partial = b""
+                self._partial, self._tail = b"", b""
                 self._skipping = os.pread(fd, 1, self._offset - 1) != b"\n"
             chunk = os.pread(fd, MAX_READ_BYTES, self._offset)
         finally:
             os.close(fd)
         self._offset += len(chunk)
+        self._tail = (self._tail + chunk)[-TAIL_BYTES:]
         self._take(chunk, now)
 
     def _take(self, chunk: bytes, now: datetime) -> None:
@@ -153,7 +177,8 @@ class ProgressFile:
             self.skipped_long += 1
             return
         point = parse_line(line, now)
-        if point is None or (self.first is not None and point.unit != self.first.unit):
+        if point is None or (self.first is not None and (point.unit != self.first.unit
+                                                         or point.at < self.first.at)):
             self.bad_lines += 1
             if self.bad_lines == 1:
                 logger.warning("ignoring a malformed progress line (format: "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from scheduler.agent.progress import (
     parse_line,
 )
 
-READ_AT = datetime(2026, 12, 1, 19, 0, tzinfo=UTC)
+READ_AT = datetime(2025, 12, 1, 19, 0, tzinfo=UTC)  # UNIX time 1764615600
 
 
 def append(path: Path, text: str | bytes) -> None:
@@ -132,9 +133,9 @@ def test_reset_removes_an_old_runs_file(tmp_path: Path) -> None:
 
 
 def test_parse_line_takes_ints_and_floats() -> None:
-    point = parse_line(b'{"tokens": 1.5e9, "total": 3e9, "t": 0}', READ_AT)
+    point = parse_line(b'{"tokens": 1.5e9, "total": 3e9, "t": 1764615590}', READ_AT)
     assert point is not None and point.done == 1.5e9 and point.total == 3e9
-    assert point.at == datetime(1970, 1, 1, tzinfo=UTC)
+    assert point.at == datetime(2025, 12, 1, 18, 59, 50, tzinfo=UTC)
 
 
 def test_the_helper_writes_what_the_reader_reads(tmp_path: Path,
@@ -143,13 +144,14 @@ def test_the_helper_writes_what_the_reader_reads(tmp_path: Path,
     monkeypatch.delenv(progress.ENV_VAR, raising=False)
     assert progress.report(samples=1) is False and not path.exists()  # outside the scheduler
     monkeypatch.setenv(progress.ENV_VAR, str(path))
-    assert progress.report(samples=64, total=640, t=1764615600.25)
+    t0 = round(time.time() - 1, 2)
+    assert progress.report(samples=64, total=640, t=t0)
     assert progress.report(samples=128)
     lines = path.read_text().splitlines()
-    assert json.loads(lines[0]) == {"samples": 64, "total": 640, "t": 1764615600.25}
+    assert json.loads(lines[0]) == {"samples": 64, "total": 640, "t": t0}
     assert set(json.loads(lines[1])) == {"samples", "t"}
-    reader = ProgressFile(path)
-    assert reader.poll(READ_AT).done == 128 and reader.first.total == 640
+    reader = ProgressFile(path)  # the helper's t is now: read now
+    assert reader.poll().done == 128 and reader.first.total == 640
     monkeypatch.setenv(progress.ENV_VAR, str(tmp_path / "missing-dir" / "p.jsonl"))
     assert progress.report(steps=1) is False  # unwritable: no exception
 
@@ -161,3 +163,43 @@ def test_the_helper_writes_what_the_reader_reads(tmp_path: Path,
 def test_the_helper_refuses_what_the_format_forbids(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         progress.progress_line(**kwargs)
+
+
+def test_a_t_far_from_the_read_time_is_refused(tmp_path: Path) -> None:
+    # READ_AT is UNIX 1764615600: 60 s ahead and an hour behind are the bounds.
+    assert parse_line(b'{"samples": 1, "t": 1764615660}', READ_AT) is not None
+    assert parse_line(b'{"samples": 1, "t": 1764615661}', READ_AT) is None
+    assert parse_line(b'{"samples": 1, "t": 1764612000}', READ_AT) is not None
+    assert parse_line(b'{"samples": 1, "t": 1764611999}', READ_AT) is None
+    path = tmp_path / "progress.jsonl"
+    reader = ProgressFile(path)
+    # year 8307 (the job's clock or unit is wrong): ignored, later points are taken
+    append(path, '{"samples": 10, "t": 1764615600}\n{"samples": 1000, "t": 2e11}\n')
+    assert reader.poll(READ_AT).done == 10 and reader.bad_lines == 1
+    append(path, '{"samples": 20, "t": 1764615610}\n')
+    assert reader.poll(READ_AT).done == 20
+
+
+def test_done_above_total_and_points_older_than_the_first_are_refused(tmp_path: Path) -> None:
+    assert parse_line(b'{"samples": 11, "total": 10}', READ_AT) is None
+    assert parse_line(b'{"samples": 10, "total": 10}', READ_AT).done == 10
+    path = tmp_path / "progress.jsonl"
+    reader = ProgressFile(path)
+    append(path, '{"samples": 10, "t": 1764615600}\n{"samples": 20, "t": 1764615590}\n')
+    assert reader.poll(READ_AT).done == 10 and reader.bad_lines == 1
+
+
+def test_a_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "progress.jsonl"
+    path.write_text('{"samples": 1000}\n')
+    reader = ProgressFile(path)
+    assert reader.poll(READ_AT).done == 1000
+    inode = os.stat(path).st_ino
+    for done in (2000, 3000, 40000, 500000):  # same inode, same or longer size
+        with open(path, "w") as fh:
+            fh.write(json.dumps({"samples": done}) + "\n")
+        assert reader.poll(READ_AT).done == done
+    assert os.stat(path).st_ino == inode and reader.bad_lines == 0
+    assert reader.first.done == 1000
+    append(path, '{"samples": 500001}\n')  # an append after it is still just an append
+    assert reader.poll(READ_AT).done == 500001 and reader.bad_lines == 0
