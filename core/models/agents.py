@@ -7,10 +7,10 @@ an :class:`AgentCommand`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.models.base import StrictModel, ensure_utc
 from core.models.instances import PreemptionNotice
@@ -40,6 +40,10 @@ class AgentPhase(str, Enum):
 
 CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 
+POINT_AHEAD_S = 60.0
+"""How far a progress point's ``at`` may be ahead of its report's ``at`` (the agent reads the
+job's points at most this far ahead of its own clock, and reports later)."""
+
 
 class AgentReport(StrictModel):
     """One report from a node agent.
@@ -55,7 +59,9 @@ class AgentReport(StrictModel):
       had to drop are noted; ``None`` from agents that do not number their lines.
     - **progress**: the latest progress point the job wrote to ``SCHED_PROGRESS_FILE``
       (``None`` when it reports none); **first_progress**: the first one of this attempt
-      (with ``progress``, the daemon measures the attempt's throughput).
+      (with ``progress``, the daemon measures the attempt's throughput). Both count the
+      same unit; ``first_progress`` is not after ``progress``, and ``progress`` is at most
+      :data:`POINT_AHEAD_S` ahead of ``at``.
     - **gpu**: GPU utilisation and memory since the previous report (NVML; ``None`` where
       there is no GPU).
     """
@@ -79,6 +85,19 @@ class AgentReport(StrictModel):
                                   "never the agent's")
 
     _utc = field_validator("at", "received_at")(lambda v: None if v is None else ensure_utc(v))
+
+    @model_validator(mode="after")
+    def _consistent_progress(self) -> AgentReport:
+        latest, first = self.progress, self.first_progress
+        if latest is not None and latest.at > self.at + timedelta(seconds=POINT_AHEAD_S):
+            raise ValueError(f"progress.at: more than {POINT_AHEAD_S:g} s after the "
+                             "report's at (a wrong clock)")
+        if latest is not None and first is not None:
+            if first.unit is not latest.unit:
+                raise ValueError("first_progress.unit: not progress.unit")
+            if first.at > latest.at:
+                raise ValueError("first_progress.at: after progress.at")
+        return self
 
 
 class AgentAction(str, Enum):

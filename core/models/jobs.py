@@ -3,10 +3,11 @@ the event timeline, stop requests, the latest command failure)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 from enum import Enum
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from core.models.base import StrictModel, utcnow
 from core.models.offers import Offer
@@ -76,15 +77,30 @@ class StopRequest(StrictModel):
 MAX_MEASURED_RATES = 8
 
 
+# Evidence longer than this (market hours, a century) comes from a wrong clock, not a job.
+MAX_EVIDENCE_H = 1e6
+
+# How far a progress point may be ahead of the time its report was received (clocks of
+# instances and daemon differ by seconds; a point further ahead is a wrong clock).
+MAX_POINT_AHEAD_S = 3600.0
+
+
 class MeasuredRate(StrictModel):
     """Evidence of a job's throughput on one kind of offer: ``units`` of work done in
-    ``hours`` market hours on ``gpu_count`` × ``gpu_model`` (the whole offer). Its rate is
-    ``units / hours``; evidence of several attempts adds up (an evidence-weighted mean)."""
+    ``hours`` market hours on ``gpu_count`` × ``gpu_model`` (the whole offer; any count an
+    offer may have). Its rate is ``units / hours``; evidence of several attempts adds up (an
+    evidence-weighted mean). Only :meth:`usable` evidence is ever kept."""
 
     gpu_model: str = Field(min_length=1, max_length=128)
-    gpu_count: int = Field(ge=0, le=64)
+    gpu_count: int = Field(ge=0)
     units: float = Field(ge=0)
     hours: float = Field(ge=0)
+
+    def usable(self) -> bool:
+        """Whether this is a rate: some units in some hours (at most :data:`MAX_EVIDENCE_H`),
+        a finite positive ratio. A stall (no units) is no rate yet."""
+        return self.units > 0 and 0 < self.hours <= MAX_EVIDENCE_H \
+            and math.isfinite(self.units) and math.isfinite(self.units / self.hours)
 
     def same_offer_kind(self, gpu_model: str, gpu_count: int) -> bool:
         return self.gpu_count == gpu_count and self.gpu_model.lower() == gpu_model.lower()
@@ -100,8 +116,11 @@ class JobProgress(StrictModel):
       after the attempt's first one (the first interval is warm-up: start-up, compilation,
       data loading); ``None`` until then.
     - **closed**: evidence of earlier attempts, one entry per GPU model and count (at most
-      :data:`MAX_MEASURED_RATES`).
+      :data:`MAX_MEASURED_RATES`), all :meth:`MeasuredRate.usable` (a stored entry that is
+      not, e.g. a stall's zero, is dropped when the record is read).
 
+    All evidence is in the unit of ``latest``: when the job reports another unit, what was
+    learned in the old one is dropped and the measurement starts over (never summed).
     Point times are the instance's clock: only their differences are used.
     """
 
@@ -113,21 +132,24 @@ class JobProgress(StrictModel):
     start: ProgressPoint | None = None
     closed: list[MeasuredRate] = Field(default_factory=list, max_length=MAX_MEASURED_RATES)
 
+    _usable = field_validator("closed")(lambda v: [r for r in v if r.usable()])
+
     def live(self) -> MeasuredRate | None:
         """The current attempt's evidence, ``start`` → ``latest`` (``None`` before two
-        usable points)."""
-        if self.start is None or self.latest is None or not self.gpu_model:
+        points with some progress between them: a stall waits for progress)."""
+        if self.start is None or self.latest is None or not self.gpu_model \
+                or self.latest.unit is not self.start.unit:
             return None
         seconds = (self.latest.at - self.start.at).total_seconds()
-        units = self.latest.done - self.start.done
-        if seconds <= 0 or units < 0:
-            return None
-        return MeasuredRate(gpu_model=self.gpu_model, gpu_count=self.gpu_count,
-                            units=units, hours=seconds * self.time_scale / 3600.0)
+        rate = MeasuredRate(gpu_model=self.gpu_model, gpu_count=self.gpu_count,
+                            units=max(0.0, self.latest.done - self.start.done),
+                            hours=max(0.0, seconds * self.time_scale / 3600.0))
+        return rate if rate.usable() else None
 
     def measured(self) -> list[MeasuredRate]:
-        """Every offer kind's evidence: the closed attempts' with the live attempt's added."""
-        out = [r.model_copy() for r in self.closed]
+        """Every offer kind's evidence (each :meth:`MeasuredRate.usable`): the closed
+        attempts' with the live attempt's added."""
+        out = [r.model_copy() for r in self.closed if r.usable()]
         live = self.live()
         if live is not None:
             _add(out, live)
@@ -139,16 +161,32 @@ class JobProgress(StrictModel):
                     None)
 
     def observe(self, attempt: int, gpu_model: str, gpu_count: int, time_scale: float,
-                first: ProgressPoint | None, point: ProgressPoint) -> bool:
+                first: ProgressPoint | None, point: ProgressPoint,
+                received_at: datetime | None = None) -> bool:
         """Take the progress ``point`` an agent of ``attempt`` reported (``first``: the
-        attempt's first point) on an offer of ``gpu_count`` × ``gpu_model``. A new attempt
-        closes the previous one's evidence. Returns whether the measurement changed shape
-        (a new attempt, a start point set or reset): a caller throttling its writes should
-        save such a change at once."""
+        attempt's first point) on an offer of ``gpu_count`` × ``gpu_model``, its report
+        received at ``received_at`` (the daemon's clock). A new attempt closes the previous
+        one's evidence; a point in another unit than ``latest`` drops the evidence learned
+        (it starts over in the new unit). A point more than :data:`MAX_POINT_AHEAD_S` ahead
+        of ``received_at`` is ignored, and a stored ``latest`` that far ahead (a wrong clock
+        recorded earlier) is forgotten, so that no point pins ``latest``. Returns whether
+        the measurement changed shape (a new attempt, a start point set or reset, evidence
+        dropped): a caller throttling its writes should save such a change at once."""
+        shaped = False
+        if received_at is not None:
+            ahead = received_at + timedelta(seconds=MAX_POINT_AHEAD_S)
+            if point.at > ahead:
+                return False
+            if self.latest is not None and self.latest.at > ahead:
+                self.latest, self.start, shaped = None, None, True
+        if first is not None and (first.unit is not point.unit or first.at > point.at):
+            first = None  # not this point's attempt start: no warm-up to skip
         if attempt < self.attempt or (self.latest is not None and attempt == self.attempt
                                       and point.at < self.latest.at):
-            return False  # an older report than one already taken
-        shaped = False
+            return shaped  # an older report than one already taken
+        if self.latest is not None and point.unit is not self.latest.unit:
+            # another unit: nothing learned in the old one compares with the new
+            self.closed, self.start, self.latest, shaped = [], None, None, True
         if attempt != self.attempt:
             live = self.live()
             if live is not None:
@@ -167,8 +205,11 @@ class JobProgress(StrictModel):
 
 
 def _add(rates: list[MeasuredRate], extra: MeasuredRate) -> None:
-    """Add ``extra``'s evidence to its offer kind's entry of ``rates`` (in place); past
-    :data:`MAX_MEASURED_RATES` entries the one with the least evidence is dropped."""
+    """Add ``extra``'s evidence to its offer kind's entry of ``rates`` (in place) when it is
+    :meth:`~MeasuredRate.usable`; past :data:`MAX_MEASURED_RATES` entries the one with the
+    least evidence is dropped."""
+    if not extra.usable():
+        return
     for r in rates:
         if r.same_offer_kind(extra.gpu_model, extra.gpu_count):
             r.units += extra.units

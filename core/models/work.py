@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import Enum
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.models.base import Count, Number, StrictModel, ensure_utc
 
@@ -43,8 +43,8 @@ class Workload(str, Enum):
 
 class ProgressPoint(StrictModel):
     """One progress report of a job: ``done`` units of ``unit`` finished in all (cumulative
-    over the whole job, not per attempt), ``total`` when the job knows it, ``at`` when the
-    job wrote it (the instance's clock, aware UTC)."""
+    over the whole job, not per attempt), ``total`` when the job knows it (``done`` is at
+    most ``total``), ``at`` when the job wrote it (the instance's clock, aware UTC)."""
 
     unit: WorkUnit
     done: Number = Field(ge=0, le=WORK_MAX_UNITS)
@@ -52,6 +52,12 @@ class ProgressPoint(StrictModel):
     at: datetime
 
     _utc = field_validator("at")(lambda v: ensure_utc(v))
+
+    @model_validator(mode="after")
+    def _done_within_total(self) -> ProgressPoint:
+        if self.total is not None and self.done > self.total:
+            raise ValueError("done: more than total")
+        return self
 
 
 class GpuSample(StrictModel):
@@ -62,6 +68,8 @@ class GpuSample(StrictModel):
     - **memory_used_gib** / **memory_total_gib**: the most used in the window, and the
       capacity, summed over GPUs (GiB).
     - **window_s**: seconds the readings cover; **readings**: how many there were.
+
+    The mean is at most the highest reading, the memory used at most the capacity.
     """
 
     gpus: Count = Field(ge=1, le=64)
@@ -74,3 +82,12 @@ class GpuSample(StrictModel):
     at: datetime
 
     _utc = field_validator("at")(lambda v: ensure_utc(v))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuSample:
+        # a mean of readings may exceed their maximum by a rounding error, never more
+        if self.util_pct > self.max_util_pct + 1e-6:
+            raise ValueError("max_util_pct: below util_pct (the mean of the readings)")
+        if self.memory_used_gib > self.memory_total_gib * (1 + 1e-9):
+            raise ValueError("memory_used_gib: more than memory_total_gib")
+        return self

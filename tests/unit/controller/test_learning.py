@@ -101,8 +101,8 @@ def test_learn_saves_a_new_start_at_once_and_the_latest_point_every_30_seconds()
     assert not learn(job, _report(job, first, _point(5 + PROGRESS_RECORD_S - 1, 300)))
     job.progress.latest = _point(5, 50)  # (the store still holds the recorded one)
     assert learn(job, _report(job, first, _point(5 + PROGRESS_RECORD_S, 310)))
-    other = AgentReport(job_id="j", attempt=7, phase=AgentPhase.RUNNING, at=T0,
-                        progress=_point(900, 9000))
+    other = AgentReport(job_id="j", attempt=7, phase=AgentPhase.RUNNING,
+                        at=T0 + timedelta(seconds=9000), progress=_point(900, 9000))
     assert not learn(job, other) and job.progress.latest.done == 310
     assert not learn(job, AgentReport(job_id="j", attempt=1, phase=AgentPhase.RUNNING, at=T0))
 
@@ -169,3 +169,84 @@ def test_a_rate_measured_on_one_gpu_model_sets_the_others_in_the_jobs_units():
     assert speeds.unit == "samples" and speeds.rates.source == ("prior", "measured")
     assert speeds.rates.units_per_h == pytest.approx([600 * 0.1506 / 0.3429, 600])
     assert speeds.ref_rate == pytest.approx(600 / 0.3429)
+
+
+def test_a_stall_is_no_rate_yet_and_the_window_waits_for_progress():
+    job = _job()
+    first = _point(0, 0)
+    for seconds, done in ((0, 0), (30, 500), (60, 500)):  # evaluation: no samples 30 s → 60 s
+        learn(job, _report(job, first, _point(seconds, done)))
+    assert job.progress.live() is None and measurements(job) == []
+    assert job_speeds(job, OfferTable.from_offers([offer()])) is None  # no ValueError
+    learn(job, _report(job, first, _point(90, 800)))
+    # 300 samples in the 60 s since the start (the stall counts): 18,000 per hour
+    assert measurements(job) == [Measurement("T4", 1, units_per_h=18_000.0, hours=60 / 3600)]
+    # a new attempt after a stall closes no zero evidence
+    stalled = _job()
+    for seconds, done in ((0, 0), (30, 500), (60, 500)):
+        learn(stalled, _report(stalled, first, _point(seconds, done)))
+    stalled.progress.observe(2, "T4", 1, 1.0, None, _point(100, 500))
+    assert stalled.progress.closed == []
+
+
+def test_stored_evidence_that_is_no_rate_is_dropped_when_read():
+    job = _job()
+    job.progress.closed = [MeasuredRate(gpu_model="T4", gpu_count=1, units=360, hours=1.0)]
+    data = job.model_dump(mode="json")
+    data["progress"]["closed"] += [
+        {"gpu_model": "V100", "gpu_count": 1, "units": 0.0, "hours": 0.5},        # a stall
+        {"gpu_model": "A10G", "gpu_count": 1, "units": 1000.0, "hours": 5.5e7},   # year 8307
+        {"gpu_model": "L4", "gpu_count": 1, "units": 10.0, "hours": 0.0}]
+    read = Job.model_validate(data)
+    assert [r.gpu_model for r in read.progress.closed] == ["T4"]
+    assert measurements(read) == [Measurement("T4", 1, units_per_h=360.0, hours=1.0)]
+
+
+def test_a_point_far_ahead_of_its_receipt_never_pins_the_latest():
+    job = _job()
+    first = _point(0, 0)
+    learn(job, _report(job, first, first))
+    learn(job, _report(job, first, _point(10, 1000)))
+    # year 8307 in a report received at T0 + 20 s (stored before the API refused it)
+    future = ProgressPoint(unit="samples", done=2000, at=T0.replace(year=8307))
+    hostile = AgentReport.model_construct(
+        job_id="j", attempt=1, phase=AgentPhase.RUNNING, at=future.at, first_progress=first,
+        progress=future, received_at=T0 + timedelta(seconds=20))
+    assert not learn(job, hostile) and job.progress.latest.done == 1000
+    # one recorded earlier is forgotten: the next true point is taken
+    job.progress.latest = future
+    learn(job, _report(job, first, _point(3610, 1000 + 3600)))
+    assert job.progress.latest.done == 4600
+    learn(job, _report(job, first, _point(7210, 8200)))
+    assert measurements(job) == [Measurement("T4", 1, units_per_h=3600.0, hours=1.0)]
+
+
+def test_another_unit_starts_the_evidence_over_and_the_spec_unit_rules():
+    p = JobProgress()
+    samples = lambda s, d: ProgressPoint(unit="samples", done=d, at=T0 + timedelta(seconds=s))
+    tokens = lambda s, d: ProgressPoint(unit="tokens", done=d, at=T0 + timedelta(seconds=s))
+    f1 = samples(0, 0)
+    for pt in (f1, samples(60, 100), samples(3660, 3700)):  # 3,600 samples/h
+        p.observe(1, "T4", 1, 1.0, f1, pt)
+    f2 = tokens(4000, 0)
+    for pt in (f2, tokens(4060, 1e6), tokens(7660, 1e6 + 3.6e9)):  # 3.6e9 tokens/h
+        p.observe(2, "T4", 1, 1.0, f2, pt)
+    rate = p.rate("T4", 1)
+    assert (rate.units, rate.hours) == (3.6e9, 1.0) and p.latest.unit.value == "tokens"
+    # within an attempt: a switch drops the old unit's window
+    q = JobProgress()
+    for pt in (samples(0, 0), samples(60, 100), tokens(120, 5e9), tokens(180, 5e9 + 6e6)):
+        q.observe(1, "T4", 1, 1.0, samples(0, 0), pt)
+    assert (q.live().units, q.live().hours) == (6e6, 60 / 3600)
+    # a job whose spec counts samples learns nothing from tokens
+    job = _job(work={"unit": "samples"})
+    assert not learn(job, _report(job, None, tokens(0, 5)))
+    assert job.progress.latest is None
+
+
+def test_an_offer_of_more_than_64_gpus_is_learned_like_any_other():
+    job = _job(gpu_model="GB200", gpu_count=72)
+    first = _point(0, 0)
+    for seconds, done in ((0, 0), (10, 10), (70, 100)):
+        learn(job, _report(job, first, _point(seconds, done)))
+    assert measurements(job) == [Measurement("GB200", 72, units_per_h=5400.0, hours=60 / 3600)]
