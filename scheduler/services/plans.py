@@ -258,6 +258,10 @@ def _work_hours(inputs: JobInputs, unit: str) -> float:
     :class:`PlanError` when the job's rates are not in its units (nothing declared)."""
     speeds = inputs.speeds
     hours = float(inputs.jobs.remaining_compute_h[0])
+    if speeds is not None and speeds.unit is not None and math.isinf(hours):
+        raise PlanError("work", f"at the declared throughput the work in {unit} would take "
+                                "longer than any hours can count (work.total ÷ "
+                                "work.throughput overflows): it never finishes")
     if speeds is None or speeds.unit is None or not math.isfinite(hours):
         raise PlanError("work", f"the spec declares no throughput in {unit} "
                                 "(work.throughput: units per second on one GPU of a model, e.g. "
@@ -477,8 +481,8 @@ def _planned_hours(inputs: JobInputs, spec: JobSpec, hours: float, source: str,
     if source == "option":
         return hours, source
     speeds, left = inputs.speeds, float(inputs.jobs.remaining_compute_h[0])
-    if speeds is not None and speeds.unit is not None and math.isfinite(left):
-        return left, "work"
+    if speeds is not None and speeds.unit is not None and not math.isnan(left):
+        return _work_hours(inputs, speeds.unit), "work"
     if source != "work":
         return hours, source
     if spec.expected_hours is not None:

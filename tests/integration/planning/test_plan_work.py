@@ -172,3 +172,17 @@ def test_plan_like_a_job_uses_the_throughput_it_measured(served, env):  # noqa: 
     assert rows["v100"]["hours_to_finish"] == pytest.approx(4.0 + RESTART_OVERHEAD_H)
     unknown = run("plan", str(env), "--like", "nope")
     assert unknown.exit_code == 2 and "nope" in unknown.output
+
+
+
+def test_work_that_overflows_the_hours_is_refused_not_planned_by_the_hour(served):  # noqa: F811
+    """1e18 samples at 1e-300 samples/s on an A100-80GB is more hours than a float holds:
+    the plan says it never finishes instead of pricing one default compute hour."""
+    import httpx
+
+    served.store.offers.replace_offers("aws", [A100, V100])
+    spec = {**SPEC, "work": {"total": 1e18, "throughput": {"A100-80GB": 1e-300}}}
+    answer = httpx.post(f"{served.url}/v1/plans", json={"spec": spec},
+                        headers={"Authorization": "Bearer user-token"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"].startswith("work: ") and "never finishes" in answer.text
