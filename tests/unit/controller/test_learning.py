@@ -250,3 +250,21 @@ def test_an_offer_of_more_than_64_gpus_is_learned_like_any_other():
     for seconds, done in ((0, 0), (10, 10), (70, 100)):
         learn(job, _report(job, first, _point(seconds, done)))
     assert measurements(job) == [Measurement("GB200", 72, units_per_h=5400.0, hours=60 / 3600)]
+
+
+def test_a_rate_measured_against_a_wrong_declaration_is_the_measured_one():
+    # Declared 500 samples/s on a T4 (1.8M/h, 30× too fast); measured 5,740 samples in 6 min
+    # (57.4k/h over 0.1 h). The T4's rate is the measurement; the A10G's is the declaration's
+    # T4 rate scaled by the table (0.3429 / 0.1506) and by the job's measured/declared ratio.
+    job = _job(gpu_model="T4", work={"workload": "transformer", "throughput": {"T4": 500}})
+    job.progress.observe(1, "T4", 1, 1.0, None, _point(0, 0))
+    job.progress.observe(1, "T4", 1, 1.0, None, _point(360, 5740))
+    speeds = job_speeds(job, OfferTable.from_offers([offer(gpu_model="T4"),
+                                                     offer(gpu_model="A10G")]))
+    assert speeds.rates.source == ("measured", "prior")
+    assert speeds.rates.units_per_h[0] == pytest.approx(57_400.0, rel=1e-9)
+    assert speeds.rates.rel_sd[0] == pytest.approx(0.2)
+    # δ = ln(57.4k / 1.8M) = -3.4455 with variance 0.15² + 0.2² = 0.0625 against its prior
+    # sd 0.15 (precision 44.444 + 16 = 60.444): δ = -3.4455 × 16 / 60.444 = -0.91205.
+    a10g = 1.8e6 * 0.3429 / 0.1506 * np.exp(-0.91205)
+    assert speeds.rates.units_per_h[1] == pytest.approx(a10g, rel=1e-3)
