@@ -39,6 +39,8 @@ on-demand commits to its current instance (its speed, the overhead it still owes
 no longer finishes in time but the fallback does, it moves there (safety net); when nothing
 finishes in time, a running job moves to the fallback only if that finishes strictly earlier.
 Without speeds every offer is as fast and this is the cheapest on-demand offer, as before.
+An offer whose speed is not a positive finite number makes no progress: it is never a
+candidate (not for a launch, a move or the fallback), whatever is left to do.
 
 Ties break on the static offer rank: on-demand before spot, lower interruption risk, series key.
 """
@@ -143,6 +145,9 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     n, m = len(jobs), len(market.offers)
     offers = market.offers
     cand = np.broadcast_to(market.available, (n, m))
+    speed = risk.speed_of(market)
+    if speed is not None:
+        cand = cand & (speed > 0)  # an offer that makes no progress (or a nonsense speed) is none
     if ((jobs.last_preempted_zone != NO_ZONE) & (jobs.since_preemption_h < cfg.same_zone_cooldown_h)).any():
         cand = cand & ~zones.cooling_zone_mask(jobs, offers, cand, cfg.same_zone_cooldown_h,
                                                cfg.same_zone_strict)
@@ -155,7 +160,6 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
     rank = tie_break_rank(market.offers)
     od = cand & ~offers.is_spot[None, :]
-    speed = risk.speed_of(market)
     if speed is None:
         best_od, cost_od = _pick(finish, od, rank)
         return _Ctx(jobs, market, cfg, cand, price, eff, finish, resid, rank,
