@@ -111,3 +111,82 @@ def test_an_agent_token_for_job_a_is_refused_on_job_b_and_on_user_routes(api):
         assert client.post(path, json={}, headers=_agent(job_a)).status_code == 401, path
     # And the job B record was not touched by the refused report.
     assert client.get(f"/v1/jobs/{job_b}").json()["state"] == "pending"
+
+
+def _progress(unit: str, done: float, at: str, total: float | None = None) -> dict:
+    return {"unit": unit, "done": done, "at": at} | ({"total": total} if total else {})
+
+
+T_FIRST, T_LATEST, T_REPORT = "2026-11-30T11:00:00Z", "2026-11-30T11:30:00Z", \
+    "2026-11-30T12:00:00Z"
+GPU = {"gpus": 1, "util_pct": 90, "max_util_pct": 95, "memory_used_gib": 10,
+       "memory_total_gib": 16, "window_s": 2, "readings": 2, "at": T_LATEST}
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"first_progress": _progress("tokens", 0, T_FIRST),
+      "progress": _progress("samples", 5, T_LATEST)}, "first_progress.unit"),
+    ({"first_progress": _progress("samples", 0, T_LATEST),
+      "progress": _progress("samples", 5, T_FIRST)}, "first_progress.at"),
+    ({"progress": _progress("samples", 11, T_LATEST, total=10)}, "done"),
+    ({"progress": _progress("steps", 5, T_LATEST)}, "progress.unit"),  # the spec counts samples
+    ({"progress": _progress("samples", 5, "2026-11-30T12:01:01Z")}, "progress.at"),
+    ({"progress": _progress("samples", 5, "8307-10-01T19:33:20Z")}, "progress.at"),
+    ({"gpu": GPU | {"max_util_pct": 0}}, "max_util_pct"),
+    ({"gpu": GPU | {"memory_used_gib": 900}}, "memory_used_gib"),
+])
+def test_inconsistent_progress_is_refused_naming_the_field(redis_client, tmp_path, extra, field):
+    app = create_app(Store.over(redis_client), LocalObjectStore(tmp_path / "objects"),
+                     AgentTokens(SECRET), TOKEN)
+    client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    spec = GOOD | {"work": {"unit": "samples", "total": 1000}}
+    job = client.post("/v1/jobs", json={"spec": spec}).json()["id"]
+    report = {"job_id": job, "attempt": 1, "phase": "running", "at": T_REPORT}
+    fine = {"first_progress": _progress("samples", 0, T_FIRST),
+            "progress": _progress("samples", 5, T_LATEST), "gpu": GPU}
+    assert client.post("/v1/agent/i-1/report", json=report | fine,
+                       headers=_agent(job)).status_code == 200
+    answer = client.post("/v1/agent/i-1/report", json=report | extra, headers=_agent(job))
+    assert answer.status_code == 422, answer.text
+    assert field in json.dumps(answer.json()["detail"]), answer.text
+
+
+def test_a_point_ahead_of_the_daemons_clock_is_refused(api):
+    # The report's own at is as wrong as the point's: the daemon's clock decides.
+    client, job_a, _ = api
+    report = {"job_id": job_a, "attempt": 1, "phase": "running", "at": "8307-10-01T19:33:20Z",
+              "progress": _progress("samples", 5, "8307-10-01T19:33:20Z")}
+    answer = client.post("/v1/agent/i-1/report", json=report, headers=_agent(job_a))
+    assert answer.status_code == 422 and "progress.at" in answer.text, answer.text
+
+
+def test_stored_progress_without_a_rate_never_breaks_reading_jobs(redis_client, tmp_path):
+    # Records written before zero-rate evidence was refused: a stall's zero among the closed
+    # evidence and a live window without progress, on a job that declared no rate.
+    from datetime import UTC, datetime
+
+    from core.models.jobs import JobProgress, MeasuredRate
+    from core.models.placements import Placement
+    from core.models.work import ProgressPoint
+    from tests.factories.offers import offer
+
+    store = Store.over(redis_client)
+    app = create_app(store, LocalObjectStore(tmp_path / "objects"), AgentTokens(SECRET), TOKEN)
+    client = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    job_id = client.post("/v1/jobs", json={"spec": GOOD}).json()["id"]
+    job = store.jobs.get(job_id)
+    t = datetime(2026, 11, 30, 11, tzinfo=UTC)
+    point = ProgressPoint(unit="samples", done=500, at=t)
+    job.attempt = 1
+    job.placement = Placement(attempt=1, offer=offer(gpu_model="V100"), client_token="t-1",
+                              decided_at=t, instance_id="i-1", started_at=t)
+    job.progress = JobProgress.model_construct(
+        latest=point.model_copy(update={"at": t.replace(minute=1)}), attempt=1,
+        gpu_model="V100", gpu_count=1, time_scale=1.0, start=point,
+        closed=[MeasuredRate.model_construct(gpu_model="T4", gpu_count=1, units=0.0,
+                                             hours=0.5)])
+    store.jobs.save(job)
+    for path in (f"/v1/jobs/{job_id}", "/v1/jobs"):
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.text[:300])
+    assert store.jobs.get(job_id).progress.closed == []
