@@ -32,12 +32,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import numpy as np
 
 from core.models import Job, JobEvent, JobState, Offer, StopKind, StopRequest
 from core.models.agents import AgentReport
-from core.models.jobs import WasteAlerts
+from core.models.jobs import MAX_POINT_AHEAD_S, WasteAlerts
 from policies import waste
 from policies.eligibility import eligible_matrix
 from policies.views import NO_OFFER
@@ -68,10 +69,11 @@ class Tracker:
     """One attempt's recent GPU samples and progress points (see the module docstring)."""
 
     attempt: int
-    last_at: float = -math.inf  # the agent's time of the latest report taken (epoch s)
+    last_at: float = -math.inf  # when the latest report taken was received (epoch s)
     fresh: bool = False  # a report was taken since the conditions were last judged
     gpu: deque = field(default_factory=lambda: deque(maxlen=WINDOW_MAX))
     points: deque = field(default_factory=lambda: deque(maxlen=WINDOW_MAX))
+    unit: str | None = None  # the unit the points count
 
     def window(self) -> waste.GpuWindow:
         cols = np.array(self.gpu, dtype=float).reshape(-1, 6).T
@@ -94,7 +96,8 @@ def track(ctx: Context, job: Job, report: AgentReport | None) -> None:
         if len(trackers) >= TRACKED_MAX:
             trackers.clear()
         tracker = trackers[job.id] = Tracker(placement.attempt)
-    at = report.at.timestamp()
+    # the daemon's receipt time: an agent's wrong clock must not pin the window
+    at = (report.received_at or report.at).timestamp()
     if at <= tracker.last_at:
         return  # the same report as the last pass's (or an older one)
     tracker.last_at = at
@@ -104,9 +107,12 @@ def track(ctx: Context, job: Job, report: AgentReport | None) -> None:
         _add_sample(tracker.gpu, now, report.gpu)
         while tracker.gpu and tracker.gpu[0][0] < now - WINDOW_S:
             tracker.gpu.popleft()
-    if report.progress is not None:
+    if _usable_point(job, report):
         p = report.progress
         t = p.at.timestamp()
+        if p.unit.value != tracker.unit:
+            tracker.points.clear()  # another unit: the old points do not compare
+            tracker.unit = p.unit.value
         if tracker.points and (t <= tracker.points[-1][0] or p.done < tracker.points[-1][1]):
             if p.done < tracker.points[-1][1]:
                 tracker.points.clear()  # counting from lower again: a new baseline
@@ -119,6 +125,19 @@ def track(ctx: Context, job: Job, report: AgentReport | None) -> None:
             points.append((t, p.done))
         while tracker.points and tracker.points[0][0] < t - WINDOW_S:
             tracker.points.popleft()
+
+
+def _usable_point(job: Job, report: AgentReport) -> bool:
+    """Whether ``report``'s progress point is one the learning takes too
+    (:mod:`scheduler.controller.learning`): in the spec's work unit, and not far ahead of
+    the report's receipt (a wrong clock must not pin the window's latest point)."""
+    p = report.progress
+    if p is None:
+        return False
+    work = job.spec.work
+    received = report.received_at or report.at
+    return (work is None or p.unit is work.unit) and \
+        p.at <= received + timedelta(seconds=MAX_POINT_AHEAD_S)
 
 
 def _add_sample(bins: deque, now: float, g) -> None:

@@ -84,3 +84,21 @@ def test_progress_points_are_kept_fifteen_seconds_apart_the_latest_last():
     at_s, done = ctx.state.waste["j"].progress()
     seconds = [round(t - T0.timestamp()) for t in at_s]
     assert seconds == [2, 18, 34, 40] and done.tolist() == [20.0, 180.0, 340.0, 400.0]
+
+
+def test_a_point_far_ahead_or_in_another_unit_never_pins_the_progress_window():
+    ctx, job = _Ctx(), _job()
+    _take(ctx, job, 15, util=90.0, done=100)
+    # year 8307 in a report received now (stored before the API refused it): not taken
+    future = ProgressPoint(unit="steps", done=200, at=T0.replace(year=8307))
+    track(ctx, job, AgentReport.model_construct(
+        job_id="j", attempt=1, phase=AgentPhase.RUNNING, at=future.at, progress=future,
+        gpu=None, received_at=T0 + timedelta(seconds=20)))
+    _take(ctx, job, 30, util=90.0, done=300)
+    done = ctx.state.waste["j"].progress()[1]
+    assert done.tolist() == [100.0, 300.0]
+    # another unit: the window starts over in it
+    ctx.now = T0 + timedelta(seconds=45)
+    track(ctx, job, AgentReport(job_id="j", attempt=1, phase=AgentPhase.RUNNING, at=ctx.now,
+                                progress=ProgressPoint(unit="tokens", done=5e6, at=ctx.now)))
+    assert ctx.state.waste["j"].progress()[1].tolist() == [5e6]
