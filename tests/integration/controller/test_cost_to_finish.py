@@ -157,3 +157,24 @@ def test_a_job_that_reports_nothing_is_placed_as_before(ctx):
     _report(ctx, job, AgentPhase.RUNNING, at)
     reconcile_pass(ctx)
     assert ctx.store.jobs.get(job.id).progress.latest is None
+
+
+def test_a_stall_in_progress_neither_breaks_the_job_nor_becomes_evidence(ctx):
+    # No declared rate: the job reports 600 samples, then the same 600 again 40 s later
+    # (evaluation). The stall is no rate: the job still finishes, and nothing is learned.
+    job = _running(ctx)
+    t0 = utcnow()
+    for seconds, done in ((0, 0), (10, 600), (50, 600)):
+        at = _at(ctx, seconds + 5)
+        _report(ctx, job, AgentPhase.RUNNING, at, first_progress=_point(t0, 0, 0),
+                progress=_point(t0, seconds, done))
+        reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.RUNNING and job.progress.latest.done == 600
+    assert job.progress.measured() == [] and job_inputs(ctx, snapshot(ctx), job) is not None
+    at = _at(ctx, 80)
+    _report(ctx, job, AgentPhase.SUCCEEDED, at, exit_code=0, checkpoint_id="c-final",
+            first_progress=_point(t0, 0, 0), progress=_point(t0, 50, 600))
+    reconcile_pass(ctx)
+    job = ctx.store.jobs.get(job.id)
+    assert job.state is JobState.SUCCEEDED and job.progress.closed == []
