@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from core.models.base import StrictModel, ensure_utc
 from core.models.instances import PreemptionNotice
@@ -86,18 +86,28 @@ class AgentReport(StrictModel):
 
     _utc = field_validator("at", "received_at")(lambda v: None if v is None else ensure_utc(v))
 
-    @model_validator(mode="after")
-    def _consistent_progress(self) -> AgentReport:
-        latest, first = self.progress, self.first_progress
-        if latest is not None and latest.at > self.at + timedelta(seconds=POINT_AHEAD_S):
-            raise ValueError(f"progress.at: more than {POINT_AHEAD_S:g} s after the "
-                             "report's at (a wrong clock)")
-        if latest is not None and first is not None:
-            if first.unit is not latest.unit:
-                raise ValueError("first_progress.unit: not progress.unit")
-            if first.at > latest.at:
-                raise ValueError("first_progress.at: after progress.at")
-        return self
+    # Field validators (not one over the model) so that a refusal names its field.
+    @field_validator("progress")
+    @classmethod
+    def _not_ahead_of_the_report(cls, v: ProgressPoint | None,
+                                 info: ValidationInfo) -> ProgressPoint | None:
+        at = info.data.get("at")
+        if v is not None and at is not None and v.at > at + timedelta(seconds=POINT_AHEAD_S):
+            raise ValueError(f"at: more than {POINT_AHEAD_S:g} s after the report's at "
+                             "(a wrong clock)")
+        return v
+
+    @field_validator("first_progress")
+    @classmethod
+    def _agrees_with_progress(cls, v: ProgressPoint | None,
+                              info: ValidationInfo) -> ProgressPoint | None:
+        latest = info.data.get("progress")
+        if v is not None and latest is not None:
+            if v.unit is not latest.unit:
+                raise ValueError("unit: not progress.unit")
+            if v.at > latest.at:
+                raise ValueError("at: after progress.at")
+        return v
 
 
 class AgentAction(str, Enum):

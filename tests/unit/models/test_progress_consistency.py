@@ -39,9 +39,9 @@ def _report(**fields) -> AgentReport:
 
 def test_a_report_s_points_agree():
     _report(first_progress=_point(0, -60), progress=_point(5, POINT_AHEAD_S))
-    with pytest.raises(ValidationError, match="progress.at"):
+    with pytest.raises(ValidationError, match="at: more than 60 s after"):
         _report(progress=_point(5, POINT_AHEAD_S + 1))
-    with pytest.raises(ValidationError, match="first_progress.unit"):
+    with pytest.raises(ValidationError, match="unit: not progress.unit"):
         _report(first_progress=_point(0, -60, "tokens"), progress=_point(5))
-    with pytest.raises(ValidationError, match="first_progress.at"):
+    with pytest.raises(ValidationError, match="at: after progress.at"):
         _report(first_progress=_point(0, 1), progress=_point(5))
