@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.config import shared_data_dir
 from scheduler.agent.notices import (
     AliyunNotices,
     AwsImdsNotices,
@@ -18,7 +19,6 @@ from scheduler.agent.notices import (
     parse_aws_instance_action,
     parse_aws_rebalance,
 )
-from core.config import shared_data_dir
 from tests.integration.agent.fakes import FakeImds
 
 EXAMPLES = shared_data_dir() / "api_examples"

@@ -8,11 +8,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from core.models import JobSpec
+from core.models.agents import AgentAction, AgentPhase
 from scheduler.agent.job import job_environment
 from scheduler.agent.reporter import LINES_PER_REPORT, Reporter
 from scheduler.agent.settings import AgentSettings
-from core.models import JobSpec
-from core.models.agents import AgentAction, AgentPhase
 
 
 class Daemon:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import Job, JobSpec
 from providers.aws.launch import render_user_data
 from scheduler.checkpoints import (
     latest_checkpoint_id,
@@ -32,7 +33,6 @@ from scheduler.checkpoints import (
     upload_workdir,
 )
 from scheduler.controller.context import AgentBootstrap
-from core.models import Job, JobSpec
 from scheduler.store.agents import AgentTokens
 from tests.fixtures.waiting import file_tail, wait_until
 from tests.integration.agent.fakes import (
@@ -139,7 +139,7 @@ def test_user_data_boots_the_agent_and_a_spot_notice_commits_in_time(
                                        supervisor="nohup"))
     bin_dir, pip_calls = _python_shim(tmp_path)
     boot = subprocess.run(["bash", str(script)], env={"PATH": f"{bin_dir}:/usr/bin:/bin",
-                                                      "HOME": str(tmp_path)}, timeout=60)
+                                                      "HOME": str(tmp_path)}, timeout=60, check=False)
     bootstrap_log = base_dir / "bootstrap.log"
     assert boot.returncode == 0, bootstrap_log.read_text()
     assert f"agent started for instance {INSTANCE_ID}" in bootstrap_log.read_text()

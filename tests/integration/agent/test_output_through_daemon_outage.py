@@ -16,12 +16,12 @@ import httpx
 import pytest
 import uvicorn
 
-from scheduler.agent.reporter import Reporter
-from scheduler.api.app import create_app
-from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobState, utcnow
 from core.models.agents import AgentPhase, AgentReport
 from core.models.placements import Placement
+from scheduler.agent.reporter import Reporter
+from scheduler.api.app import create_app
+from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 from scheduler.store.jobs import cap_log_line

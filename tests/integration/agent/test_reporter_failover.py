@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from core.models.agents import AgentAction, AgentPhase
 from scheduler.agent.reporter import Reporter
 from scheduler.agent.settings import AgentSettings
-from core.models.agents import AgentAction, AgentPhase
 from tests.fixtures.redis_server import free_port
 
 

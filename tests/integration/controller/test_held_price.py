@@ -10,6 +10,7 @@ hours), not with the code under test. Agent reports are written as the API would
 from __future__ import annotations
 
 import io
+import itertools
 import time
 from datetime import datetime, timedelta
 
@@ -71,7 +72,7 @@ class Market:
         a, b = self.hours(start), self.hours(end)
         edges = [a] + [h for h, _ in self.steps if a < h < b] + [b]
         total = 0.0
-        for lo, hi in zip(edges, edges[1:]):
+        for lo, hi in itertools.pairwise(edges):
             in_force = [p for h, p in self.steps if h <= lo]
             total += (in_force[-1] if in_force else self.base) * (hi - lo)
         return total

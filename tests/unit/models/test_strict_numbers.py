@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-from policies.budget import BudgetAlert
 from core.models.errors import json_safe
+from policies.budget import BudgetAlert
 from scheduler.daemon_config import BudgetConfig, ConfigError, load_budget_config
 from scheduler.services.jobs import SpecError, parse_spec
 

@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ def test_levels():
 def test_alerts_at_each_threshold_once():
     limit = np.array([100.0])
     readings = [0.0, 50.0, 79.0, 81.0, 85.0, 91.0, 99.0, 100.0, 120.0]
-    alerts = [a for prev, now in zip(readings, readings[1:])
+    alerts = [a for prev, now in itertools.pairwise(readings)
               for a in crossed(np.array([prev]), np.array([now]), limit)]
     assert [a.threshold for a in alerts] == [0.8, 0.9, 1.0]
     assert [a.spent_usd for a in alerts] == [81.0, 91.0, 100.0]

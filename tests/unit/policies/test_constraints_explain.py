@@ -78,8 +78,8 @@ def test_no_fit_ends_with_the_unknown_names():
 
 
 def test_the_example_market_reports_a10g_memory_as_ec2_does():
-    from providers.replay.market import load_market
     from core.config import examples_dir
+    from providers.replay.market import load_market
     from tests.factories.offers import T0
 
     market = load_market(examples_dir() / "market.yaml")

@@ -3,10 +3,10 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from core.models import Job, Placement, PlacementEnd
 from policies.daemon_views import job_view, market_view
 from policies.decisions import decide_placement, should_migrate
 from policies.views import NO_OFFER, NO_ZONE, Reason
-from core.models import Job, Placement, PlacementEnd
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 

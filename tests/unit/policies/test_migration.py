@@ -10,8 +10,8 @@ NEVER = 1e12   # mean uptime so long the hazard is ~0: effective price = price
 
 
 def running(**kw):
-    base = dict(remaining_compute_h=10.0, restart_overhead_h=0.2, decision_interval_h=0.25,
-                current=0, since_start_h=5.0)
+    base = {"remaining_compute_h": 10.0, "restart_overhead_h": 0.2, "decision_interval_h": 0.25,
+                "current": 0, "since_start_h": 5.0}
     return JobView.build(1, **(base | kw))
 
 
