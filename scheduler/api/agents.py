@@ -75,12 +75,12 @@ def progress_problems(report: AgentReport, work_unit: str | None) -> list[dict[s
 
 
 def _record(store: Store, report: AgentReport) -> AgentCommand:
+    job = store.jobs.get(report.job_id)
+    if job is None:
+        raise JobNotFound(report.job_id)
     if report.progress is not None or report.first_progress is not None:
-        job = store.jobs.get(report.job_id)
-        if job is None:
-            raise JobNotFound(report.job_id)
         work = job.spec.work
         problems = progress_problems(report, work.unit.value if work is not None else None)
         if problems:
             raise HTTPException(422, problems)
-    return agent_commands.record_report(store, report)
+    return agent_commands.record_report(store, report, job)

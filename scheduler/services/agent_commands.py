@@ -34,7 +34,7 @@ def command_for(job: Job, attempt: int) -> AgentCommand:
     return AgentCommand()
 
 
-def record_report(store: Store, report: AgentReport) -> AgentCommand:
+def record_report(store: Store, report: AgentReport, job: Job | None = None) -> AgentCommand:
     """Store ``report`` (stamped with its arrival time, its output lines appended to the
     job's log) when its attempt is live, and answer the agent (:func:`command_for`).
 
@@ -42,10 +42,13 @@ def record_report(store: Store, report: AgentReport) -> AgentCommand:
     to stop: writing them would only let a stale agent grow the job's logs. A cancelled job's
     current attempt is still written (its final checkpoint report matters).
 
+    ``job``: the job record when the caller has just read it (one Redis read per report).
+
     Raises:
         JobNotFound: no job ``report.job_id``. ``redis.RedisError``.
     """
-    job = store.jobs.get(report.job_id)
+    if job is None:
+        job = store.jobs.get(report.job_id)
     if job is None:
         raise JobNotFound(report.job_id)
     command = command_for(job, report.attempt)
