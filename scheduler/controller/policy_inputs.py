@@ -156,6 +156,8 @@ def work_model(job: Job, measured: list[Measurement]) -> WorkModel:
     evidence: dict[str, list[float]] = {}
     for m in measured:
         per_gpu = m.units_per_h / float(scaling(m.gpu_count, model.scaling_efficiency))
+        if not (m.hours > 0 and math.isfinite(per_gpu) and per_gpu > 0):
+            continue  # no rate (learning keeps none such; a caller may pass one)
         acc = evidence.setdefault(m.gpu_model.lower(), [0.0, 0.0])
         acc[0] += m.hours * math.log(per_gpu)
         acc[1] += m.hours

@@ -268,3 +268,13 @@ def test_a_rate_measured_against_a_wrong_declaration_is_the_measured_one():
     # sd 0.15 (precision 44.444 + 16 = 60.444): δ = -3.4455 × 16 / 60.444 = -0.91205.
     a10g = 1.8e6 * 0.3429 / 0.1506 * np.exp(-0.91205)
     assert speeds.rates.units_per_h[1] == pytest.approx(a10g, rel=1e-3)
+
+
+def test_work_model_skips_evidence_without_a_rate():
+    """A zero or non-finite measurement handed to work_model is no declaration (no log(0))."""
+    from policies.throughput import Measurement
+    from scheduler.controller.policy_inputs import work_model
+
+    job = Job(id="j", spec=spec(work={"unit": "samples"}), created_at=T0, updated_at=T0)
+    model = work_model(job, [Measurement("T4", 1, 0.0, 1.0), Measurement("V100", 1, 3600.0, 1.0)])
+    assert model.declared == {"v100": pytest.approx(3600.0)}
