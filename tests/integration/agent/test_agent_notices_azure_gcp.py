@@ -77,6 +77,7 @@ def test_documented_gcp_preempted_bodies() -> None:
         parse_gcp_preempted("yes")
 
 
+@needs_examples
 def test_scheduled_events_notice_and_approval(fake_scheduled_events: FakeScheduledEvents) -> None:
     fake = fake_scheduled_events
     source = make_notice_source("azure", fake.base_url)

@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from core.config import shared_data_dir
+from tests.fixtures.shared_data import shared_file
 
 EXAMPLES = shared_data_dir() / "api_examples" / "azure"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -32,7 +33,7 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTestsOnly0000000000000
 
 @cache
 def example(name: str) -> Any:
-    return json.loads((EXAMPLES / name).read_text())
+    return json.loads(shared_file("api_examples", "azure", name).read_text())
 
 
 def skus() -> list[dict[str, Any]]:

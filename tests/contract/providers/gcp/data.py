@@ -21,7 +21,7 @@ import json
 from functools import cache
 from typing import Any
 
-from core.config import shared_data_dir
+from tests.fixtures.shared_data import shared_file
 
 PROJECT = "test-project"
 ZONES = {"us-central1": ["us-central1-a", "us-central1-b"], "europe-west4": ["europe-west4-a"]}
@@ -44,7 +44,7 @@ RATES: dict[tuple[str, str], tuple[float, float]] = {
 
 def example(name: str) -> Any:
     """One file of ``api_examples/gcp`` as JSON."""
-    return json.loads((shared_data_dir() / "api_examples" / "gcp" / name).read_text())
+    return json.loads(shared_file("api_examples", "gcp", name).read_text())
 
 
 def machine_types(zone: str) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.config import shared_data_dir
 from core.models import InstanceState, Market
 from providers.errors import CapacityError, ProviderError, QuotaError, TransientError
 from providers.gcp.client import error_for, operation_error
@@ -22,6 +21,7 @@ from tests.contract.providers.gcp.data import (
     machine_types,
     skus,
 )
+from tests.fixtures.shared_data import shared_file
 
 T0 = datetime(2026, 12, 1, 12, tzinfo=UTC)
 ZONE = "us-central1-a"
@@ -92,7 +92,7 @@ def test_odd_skus_are_left_out_or_counted_as_malformed() -> None:
 
 def _snapshot_prices() -> dict[tuple[str, str], tuple[float, float]]:
     """(machine type or GPU:count, region) → (Price, SpotPrice) of the catalog snapshot."""
-    path = shared_data_dir() / "catalogs" / "anycloud_2026-05-20" / "gcp" / "vms.csv"
+    path = shared_file("catalogs", "anycloud_2026-05-20", "gcp", "vms.csv")
     out = {}
     with path.open() as f:
         for row in csv.DictReader(f):

@@ -20,6 +20,7 @@ from providers.replay.market import (
     load_market,
 )
 from providers.replay.timeline import PriceSeries
+from tests.fixtures.shared_data import needs_shared_data
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OFFER = ("region: r, zone: {zone}, instance_type: t, gpu_model: T4, gpu_count: 1, "
@@ -96,6 +97,7 @@ def test_offers_built_in_code_leave_the_notice_unknown() -> None:
     assert market.notice_of(offer) == Notice("aws", 120)  # what the replay cloud applies
 
 
+@needs_shared_data  # aws-real.yaml reads a catalog of the shared data
 def test_the_example_markets_still_load_with_their_clouds_notices() -> None:
     demo = load_market(examples_dir() / "market.yaml")
     assert {(o.provider, market_notice) for o in demo.offers
