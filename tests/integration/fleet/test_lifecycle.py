@@ -165,6 +165,7 @@ def test_threads_racing_for_the_last_gpu_one_wins(fleet_env: FleetEnv) -> None:
 
 _RACER = """
 import sys
+import time
 from providers.errors import CapacityError
 from tests.integration.fleet.conftest import request
 from providers.fleet.provider import FleetProvider
@@ -174,7 +175,13 @@ import redis
 settings = FleetSettings.model_validate_json(sys.argv[1])
 adapter = FleetProvider(settings, FleetLedger(redis.Redis(port=int(sys.argv[2]),
                         decode_responses=True), settings.name))
-offer = [o for o in adapter.list_offers() if o.zone == "gpu-c"][0]
+# A listing that times out on busy cores lists the host's slots as none: look again.
+deadline = time.monotonic() + 60
+while not (offers := [o for o in adapter.list_offers() if o.zone == "gpu-c"]):
+    assert time.monotonic() < deadline, "gpu-c never listed"
+    time.sleep(0.5)
+offer = offers[0]
+print("listed", flush=True)
 sys.stdin.readline()
 try:
     print("won", adapter.launch(request(offer, sys.argv[3])).id)
@@ -189,6 +196,8 @@ def test_processes_racing_for_the_last_gpu_one_wins(fleet_env: FleetEnv, redis_s
                                 f"proc{i}-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                text=True, cwd=os.getcwd()) for i in range(3)]
     for racer in racers:  # every racer listed the free slot; now they launch at once
+        assert racer.stdout.readline().strip() == "listed"
+    for racer in racers:
         racer.stdin.write("go\n")
         racer.stdin.flush()
     outcomes = [racer.communicate(timeout=60)[0].split()[0] for racer in racers]
