@@ -28,6 +28,22 @@ def vram_gib_for(gpu_model: str) -> float | None:
     return VRAM_GIB.get(gpu_model.strip().upper())
 
 
+def memory_variant(gpu_model: str, vram_gib: float) -> str:
+    """``gpu_model`` named by its memory variant when the name alone means another size:
+    ``("A100", 79.6)`` → ``"A100-80GB"``, ``("V100", 32)`` → ``"V100-32GB"``; the name as given
+    when its :data:`VRAM_GIB` size is within 10 % of ``vram_gib``, when no ``NAME-<N>GB``
+    variant matches, or for a model the table lacks. Marketplaces (Vast.ai) name both sizes of
+    these boards alike; the GPU table's speeds differ by variant."""
+    base = VRAM_GIB.get(gpu_model.strip().upper())
+    if base is None or not vram_gib > 0 or abs(base - vram_gib) <= 0.1 * vram_gib:
+        return gpu_model
+    prefix = gpu_model.strip().upper() + "-"
+    for name, size in VRAM_GIB.items():
+        if name.startswith(prefix) and name.endswith("GB") and abs(size - vram_gib) <= 0.1 * vram_gib:
+            return gpu_model.strip() + name[len(prefix) - 1:]
+    return gpu_model
+
+
 # AWS GPU instance types: type → (GPU model, GPUs, vCPUs, memory GiB).
 _AWS_SIZES: dict[str, tuple[str, list[tuple[str, int, int, float]]]] = {
     "p2": ("K80", [("xlarge", 1, 4, 61), ("8xlarge", 8, 32, 488), ("16xlarge", 16, 64, 732)]),

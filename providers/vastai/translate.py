@@ -5,7 +5,9 @@ Search rows (``POST /api/v0/bundles/``, ``{"offers": [...]}``; the shape of
 ``shared/data/api_examples/vastai/search_offers_cli_raw_observed.json``), field by field:
 
 - ``gpu_name`` ("RTX 4090", "H100 SXM") → :func:`gpu_model` (the project's names, as the
-  public catalogs spell them: ``RTX4090``, ``H100``); ``num_gpus`` → ``gpu_count``.
+  public catalogs spell them: ``RTX4090``, ``H100``), named by its memory variant where Vast
+  names both sizes alike (an ``A100`` row with 80 GiB is ``A100-80GB``, a 32 GiB ``V100``
+  ``V100-32GB``: :func:`providers.catalog.gpus.memory_variant`); ``num_gpus`` → ``gpu_count``.
 - ``gpu_ram``: memory PER GPU. The search help calls it GB and the docs "GPU memory in MB";
   the numbers are nvidia-smi's MiB (an RTX 4090 reports 24,564; 24 GiB is 24,576), so
   ``vram_gib = gpu_ram / 1024``. (``gpu_total_ram`` is the sum over the offer's GPUs.)
@@ -54,6 +56,7 @@ from core.models import (
     OfferKey,
     PriceObservation,
 )
+from providers.catalog.gpus import memory_variant
 from providers.regional_api import price_number
 
 PROVIDER = "vastai"
@@ -150,7 +153,8 @@ def offer_from_row(row: dict[str, Any], market: Market, observed_at: datetime) -
     Raises ``ValueError`` naming the field when one is missing or bad, or when a spot offer's
     row has no ``min_bid``."""
     ask = ask_of(row)
-    model = gpu_model(row.get("gpu_name") or "")
+    vram_gib = _number(row, "gpu_ram") / MIB_PER_GIB
+    model = memory_variant(gpu_model(row.get("gpu_name") or ""), vram_gib)
     region, zone = location(row.get("geolocation"))
     if market is Market.SPOT:
         if ask.min_bid is None:
@@ -163,7 +167,7 @@ def offer_from_row(row: dict[str, Any], market: Market, observed_at: datetime) -
     return Offer(provider=PROVIDER, region=region, zone=zone,
                  instance_type=instance_type(ask.machine_id, ask.num_gpus, model),
                  market=market, gpu_model=model, gpu_count=ask.num_gpus,
-                 vram_gib=_number(row, "gpu_ram") / MIB_PER_GIB,
+                 vram_gib=vram_gib,
                  vcpus=int(_number(row, "cpu_cores_effective")),
                  memory_gib=_number(row, "cpu_ram") / MIB_PER_GIB,
                  price_usd_per_hour=price, on_demand_price_usd_per_hour=ask.dph_total,

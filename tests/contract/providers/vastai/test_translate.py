@@ -57,6 +57,19 @@ def test_gpu_names_take_the_catalogs_spelling(vast: str, ours: str) -> None:
     assert gpu_model(vast) == ours
 
 
+@pytest.mark.parametrize(("vast", "gpu_ram_mib", "ours"), [
+    ("A100 SXM4", 81920, "A100-80GB"), ("A100 PCIE", 40960, "A100"),
+    ("Tesla V100", 32768, "V100-32GB"), ("Tesla V100", 16384, "V100"),
+    ("RTX 4090", 24564, "RTX4090"), ("H100 NVL", 96256, "H100"),
+])
+def test_boards_vast_names_alike_are_told_apart_by_their_memory(vast: str, gpu_ram_mib: int,
+                                                                 ours: str) -> None:
+    """Vast calls both A100 sizes "A100" (and both V100s "V100"); the GPU table's speeds are
+    per variant, so the offer is named by its memory (within 10 %)."""
+    offer = offer_from_row(ask(gpu_name=vast, gpu_ram=gpu_ram_mib), Market.ON_DEMAND, T0)
+    assert offer.gpu_model == ours and offer.vram_gib == gpu_ram_mib / 1024
+
+
 def test_places_become_country_regions_and_place_zones() -> None:
     assert location("Guangxi, CN") == ("cn", "cn-guangxi")
     assert location("South Korea, KR") == ("kr", "kr-south-korea")
