@@ -256,8 +256,10 @@ class HostConnections:
                     out += channel.recv(65536)
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
-                elif channel.exit_status_ready():
-                    # Output still buffered after the exit status: read it, bounded as above.
+                elif channel.exit_status_ready() and channel.eof_received:
+                    # The exit status can come before the last output (seen: 4,161,536 of
+                    # 4,194,303 bytes read): done only once the server also sent its EOF,
+                    # which follows the output, and nothing is left buffered.
                     if channel.recv_ready() or channel.recv_stderr_ready():
                         continue
                     break
