@@ -23,9 +23,9 @@ from scheduler.checkpoints import (
     restore_latest,
     upload_workdir,
 )
+from tests.integration.checkpoints.conftest import write
 
 JOB = "job-1"
-
 
 
 class Counting:
@@ -42,14 +42,6 @@ class Counting:
         if "/blobs/" in key:
             self.blob_puts.append(key)
         self.inner.put_file(key, path)
-
-
-def write(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return root
 
 
 def read_tree(root: Path) -> dict[str, bytes]:

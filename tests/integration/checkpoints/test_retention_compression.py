@@ -21,17 +21,9 @@ from scheduler.checkpoints import (
     restore_latest,
 )
 from scheduler.checkpoints import holds as holds_module
+from tests.integration.checkpoints.conftest import write
 
 JOB = "job-r"
-
-
-
-def write(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return root
 
 
 def blob_keys_of(store: ObjectStore) -> set[str]:
