@@ -30,6 +30,12 @@ def _risk_ok(spec: JobSpec, offer: Offer) -> bool:
     return limit is None or offer.interruption_risk <= limit
 
 
+def _capacity_ok(spec: JobSpec, offer: Offer) -> bool:
+    # A gang needs room for all its nodes at once; one instance is checked at launch.
+    nodes = spec.resources.nodes
+    return nodes <= 1 or offer.capacity is None or offer.capacity >= nodes
+
+
 def _price_ok(spec: JobSpec, offer: Offer) -> bool:
     limit = spec.max_price_usd_per_hour
     return limit is None or offer.price_usd_per_hour <= limit
@@ -43,6 +49,7 @@ CONSTRAINTS: tuple[tuple[str, Predicate], ...] = (
     ("min_vram_gib", lambda s, o: o.vram_gib >= s.resources.min_vram_gib),
     ("min_vcpus", lambda s, o: o.vcpus >= s.resources.min_vcpus),
     ("min_memory_gib", lambda s, o: o.memory_gib >= s.resources.min_memory_gib),
+    ("nodes", _capacity_ok),
     ("providers", lambda s, o: s.providers.permits(o.provider)),
     ("regions", lambda s, o: s.regions.permits(o.region)),
     ("zones", lambda s, o: s.zones.permits(o.zone)),
@@ -156,11 +163,12 @@ def rejection_details(spec: JobSpec, offers: Iterable[Offer]) -> dict[str, str]:
     offers under 24 GiB per GPU: A10G 22.35 GiB = 22,888 MiB as aws reports it, T4 16 GiB"}``;
     for ``max_price_usd_per_hour`` the cheapest rejected price, for ``max_interruption_risk``
     the lowest rejected risk, for ``gpu_count``/``min_vcpus``/``min_memory_gib`` the largest
-    rejected figure. Pure."""
+    rejected figure, for ``nodes`` (a gang) the largest rejected capacity
+    (``nodes rejects 2 offers: 4 nodes wanted; offer has capacity 3``). Pure."""
     checks = dict(CONSTRAINTS)
     rejected: dict[str, list[Offer]] = {}
     for offer in offers:
-        for name in ("gpu_count", "min_vram_gib", "min_vcpus", "min_memory_gib",
+        for name in ("gpu_count", "min_vram_gib", "min_vcpus", "min_memory_gib", "nodes",
                      "max_price_usd_per_hour", "max_interruption_risk"):
             if not checks[name](spec, offer):
                 rejected.setdefault(name, []).append(offer)
@@ -179,6 +187,11 @@ def rejection_details(spec: JobSpec, offers: Iterable[Offer]) -> dict[str, str]:
         elif name == "min_memory_gib":
             out[name] = f"{head} under {_num(res.min_memory_gib)} GiB of memory: the largest " \
                         f"has {_num(max(o.memory_gib for o in bad))} GiB"
+        elif name == "nodes":
+            most = max(o.capacity or 0 for o in bad)
+            out[name] = f"{head}: {res.nodes} nodes wanted; offer has capacity {most}" \
+                if len(bad) == 1 else \
+                f"{head}: {res.nodes} nodes wanted; the largest offer has capacity {most}"
         elif name == "max_price_usd_per_hour":
             cheapest = min(bad, key=lambda o: o.price_usd_per_hour)
             out[name] = (f"{head} above ${spec.max_price_usd_per_hour:.4f}/h: the cheapest of "

@@ -165,6 +165,7 @@ def _job_fields(job: Job, table: OfferTable, index: dict[str, int], now: datetim
         "time_to_deadline_h": np.inf if deadline is None
         else (deadline - now).total_seconds() / 3600 * scale,
         "spent_usd": job.cost_usd(now),
+        "nodes": job.spec.resources.nodes,
     }
 
 
@@ -183,7 +184,8 @@ def job_view(jobs: Sequence[Job], table: OfferTable, now: datetime, *,
 
     Read from each :class:`~core.models.Job`: the current placement (offer index in
     ``table``, time since its instance started), the last reclaim (zone, time since), the
-    deadline, the spend so far (``Job.cost_usd``). Not in the models today, so passed in (one
+    deadline, the spend so far (``Job.cost_usd``), the gang size (``resources.nodes``). Not in
+    the models today, so passed in (one
     value per job; ``nan``/``inf`` = unknown/none): ``compute_h`` and ``remaining_compute_h``
     (without them deadline reasoning is off), budgets, the user's spend over all their jobs,
     the hours between checkpoints and the progress since the last committed one, and the wall

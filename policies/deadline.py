@@ -35,9 +35,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from policies.risk import gang_uptime
 from policies.views import JobView, MarketView
 
 EPS_H = 1e-9
+
+
+def _cycle_h(jobs: JobView, market: MarketView) -> np.ndarray:
+    """``(n,)`` hours between the starts of two spot runs of the job's pool: mean up + mean
+    down. A gang's run ends at its first node's reclaim, so its mean up is a node's ÷ N."""
+    return gang_uptime(market.pool_stats.mean_up_h, jobs) + market.pool_stats.mean_down_h
 
 
 def has_deadline(jobs: JobView) -> np.ndarray:
@@ -182,7 +189,7 @@ def reserve_h(jobs: JobView, market: MarketView, reserve_factor: float,
     job's spot pool, and fill mode lasts about ``c_f`` hours (the fallback's hours for the work
     left, :func:`fallback_h`). Plus one decision interval.
     """
-    cycle = market.pool_stats.mean_up_h + market.pool_stats.mean_down_h
+    cycle = _cycle_h(jobs, market)
     with np.errstate(invalid="ignore", divide="ignore"):
         runs = np.where(np.isfinite(cycle) & (cycle > 0),
                         fallback_h(jobs, fallback_speed) / cycle, 0.0)
@@ -216,7 +223,7 @@ def flip_age_h(jobs: JobView, market: MarketView, mean_up_h: np.ndarray,
     ``a* = λ·(sqrt(N/K) - 1)`` spends the slack on the ``K`` longest-lived runs. ``a* = 0`` when
     the slack covers every run (or without a deadline).
     """
-    cycle = market.pool_stats.mean_up_h + market.pool_stats.mean_down_h
+    cycle = _cycle_h(jobs, market)
     with np.errstate(invalid="ignore", divide="ignore"):
         runs = np.where(np.isfinite(cycle) & (cycle > 0),
                         fallback_h(jobs, fallback_speed) / cycle, 0.0)

@@ -42,6 +42,12 @@ Without speeds every offer is as fast and this is the cheapest on-demand offer, 
 An offer whose speed is not a positive finite number makes no progress: it is never a
 candidate (not for a launch, a move or the fallback), whatever is left to do.
 
+**Gangs** (:attr:`policies.views.JobView.nodes` = ``N``): every cost is the gang's (``N ×``
+the offer's price: the effective price, the launch, the move cost, the on-demand fallback) and
+so is the risk (``N ×`` a node's hazard, a remaining uptime ``÷ N``): a gang is interrupted
+when any of its nodes is (:mod:`policies.risk`). Offers without room for ``N`` instances are
+not ``available`` to it (:mod:`policies.eligibility`).
+
 Ties break on the static offer rank: on-demand before spot, lower interruption risk, series key.
 """
 
@@ -103,10 +109,10 @@ class _Ctx:
     market: MarketView
     cfg: PolicyConfig
     cand: np.ndarray        # may be launched now (available, zone not cooling)
-    price: np.ndarray
+    price: np.ndarray       # USD/h the job pays there (N × the price for a gang of N nodes)
     eff: np.ndarray         # risk-aware USD per useful hour
     finish: np.ndarray      # expected USD to finish there
-    resid_up: np.ndarray    # expected remaining uptime (inf on-demand)
+    resid_up: np.ndarray    # expected remaining uptime (inf on-demand; a gang's: ÷ N)
     rank: np.ndarray        # (m,) static tie-break rank
     on_spot: np.ndarray     # (n,) running on a spot instance
     on_od: np.ndarray       # (n,) running on an on-demand instance
@@ -157,6 +163,9 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     running = jobs.current != NO_OFFER
     resid = np.broadcast_to(np.where(offers.is_spot, residual_up_h(market.offer_stats), np.inf),
                             (n, m))
+    # A gang pays every node and runs until its first node is reclaimed.
+    price = risk.gang_price(price, jobs)
+    resid = risk.gang_uptime(resid, jobs)
     cur_spot = offers.is_spot[np.maximum(jobs.current, 0)] if m else np.zeros(n, bool)
     rank = tie_break_rank(market.offers)
     od = cand & ~offers.is_spot[None, :]

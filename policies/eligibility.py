@@ -1,6 +1,7 @@
 """Vectorised job constraints: which of ``m`` offers each of ``n`` job specs admits.
 
-The same constraints as :mod:`policies.constraints` (hardware, location, market, price, risk),
+The same constraints as :mod:`policies.constraints` (hardware and a gang's room for its nodes,
+location, market, price, risk),
 evaluated with numpy over the columns of an :class:`~policies.views.OfferTable` so that placing
 many jobs against many offers stays fast. :func:`policies.constraints.filter_offers` remains the
 reference (and the one that explains refusals); the unit tests check the two agree.
@@ -12,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policies.views import OfferTable
 from core.models import AllowDeny, JobSpec, MarketChoice
+from policies.views import OfferTable
 
 
 def _isin(codes: np.ndarray, vocab: tuple[str, ...], names: Sequence[str]) -> np.ndarray:
@@ -37,6 +38,9 @@ def _hardware(spec: JobSpec, table: OfferTable) -> np.ndarray:
     if res.gpu_models:
         ok &= _isin(table.labels["gpu_model"], table.vocab["gpu_model"],
                     [g.lower() for g in res.gpu_models])
+    if res.nodes > 1 and table.capacity.size:
+        # unknown capacity (nan) is left to the launch, as for one instance
+        ok &= np.isnan(table.capacity) | (table.capacity >= res.nodes)
     return ok
 
 

@@ -17,6 +17,12 @@ does ``speed[j]`` reference-hours of work, so the **effective price** is
 ``price × inflation ÷ speed`` USD per reference-hour, and the expected cost to finish is
 ``remaining reference-hours ÷ speed × price × inflation`` plus the launch overhead billed at the
 offer's price. Without speeds (all 1) these are the per-hour figures they always were.
+
+A **gang** of ``N`` nodes (:attr:`policies.views.JobView.nodes`) runs ``N`` instances of one
+offer: it pays ``N × price`` and is interrupted when any node is, so its hazard is ``N × λ``
+(independent reclaims: rates add; a monthly risk ``p`` per node is ``1 - (1 - p)^N`` for the
+gang, :func:`gang_interruption_risk`). Every figure here (effective price, expected cost to
+finish, the launch billed) is the gang's; one-node jobs are computed exactly as before.
 """
 
 from __future__ import annotations
@@ -30,6 +36,49 @@ from policies.views import NO_OFFER, AvailabilityStats, JobView, MarketView, Off
 _MAX_LOSS_SHARE = 0.99
 DEFAULT_RUNTIME_H = 1.0
 """Reference-hours used to amortise the launch overhead when a job's duration is unknown."""
+
+
+def gang_nodes(jobs: JobView) -> np.ndarray | None:
+    """``(n,)`` float nodes per job, or ``None`` when every job runs on one node (then no
+    array is scaled, so one-node figures stay bit for bit what they were)."""
+    nodes = jobs.nodes
+    if nodes.size == 0 or bool(np.all(nodes == 1)):
+        return None
+    return np.asarray(nodes, dtype=float)
+
+
+def gang_interruption_risk(risk: np.ndarray | float, nodes: np.ndarray | float) -> np.ndarray:
+    """Monthly interruption risk of a gang of ``nodes`` instances whose nodes each have
+    monthly risk ``risk`` (in [0, 1]): ``1 - (1 - risk)^nodes``, the risk whose Poisson rate
+    (:func:`policies.availability.risk_to_mean_up_h`) is ``nodes ×`` a node's. Broadcasts."""
+    p = np.clip(np.asarray(risk, dtype=float), 0.0, 1.0)
+    return -np.expm1(np.asarray(nodes, dtype=float) * np.log1p(-np.minimum(p, 1.0 - 1e-300)))
+
+
+def gang_price(price: np.ndarray, jobs: JobView) -> np.ndarray:
+    """USD per hour each job pays on each offer: ``price`` (``(m,)`` or ``(n, m)``, per
+    instance) × the job's nodes, ``(n, m)``; ``price`` itself when every job is one node."""
+    nodes = gang_nodes(jobs)
+    price = np.asarray(price)
+    return price if nodes is None else price * nodes[:, None]
+
+
+def gang_uptime(up: np.ndarray, jobs: JobView) -> np.ndarray:
+    """A gang's expected (remaining) uptime: a node's ``up`` (``(n,)`` per job or ``(n, m)``
+    per job and offer) ÷ the job's nodes, as its hazard is ``N ×`` a node's; ``up`` itself
+    when every job is one node."""
+    nodes = gang_nodes(jobs)
+    if nodes is None:
+        return up
+    return np.asarray(up) / nodes.reshape((-1,) + (1,) * (np.ndim(up) - 1))
+
+
+def gang_hazard(lam: np.ndarray, jobs: JobView) -> np.ndarray:
+    """A gang's reclaims per hour on each offer: a node's ``lam`` (``(m,)``/``(n, m)``) × the
+    job's nodes (any node's reclaim stops the gang); ``lam`` itself when every job is one
+    node."""
+    nodes = gang_nodes(jobs)
+    return lam if nodes is None else lam * nodes[:, None]
 
 
 def hazard_per_h(stats: AvailabilityStats, is_spot: np.ndarray) -> np.ndarray:
@@ -116,9 +165,10 @@ def effective_price(jobs: JobView, market: MarketView,
 
     Args:
         jobs, market: ``n`` jobs, ``m`` offers.
-        hazard: reclaims per hour ``λ``, ``(m,)`` or ``(n, m)``; default
+        hazard: reclaims per hour ``λ`` of one node, ``(m,)`` or ``(n, m)``; default
             :func:`hazard_per_h` of the market's availability (the decisions raise it for
-            zones correlated with a recent reclaim).
+            zones correlated with a recent reclaim). A gang's is ``N × λ`` and its price
+            ``N × price`` (:func:`gang_hazard`, :func:`gang_price`).
 
     When hazards and prices are shared by all jobs (one market, the common case) the row is
     computed once per distinct row of losses; the result may then be a read-only broadcast
@@ -127,7 +177,8 @@ def effective_price(jobs: JobView, market: MarketView,
     n, m = len(jobs), len(market.offers)
     lam = hazard_per_h(market.offer_stats, market.offers.is_spot) if hazard is None else hazard
     loss = loss_per_reclaim_h(jobs, market.offers)
-    price = np.asarray(market.price_usd_per_hour)
+    lam = gang_hazard(lam, jobs)
+    price = gang_price(market.price_usd_per_hour, jobs)
     speed = speed_of(market)
     if lam.ndim == 1 and price.ndim == 1 and (speed is None or speed.ndim == 1):
         uniq, inv = np.unique(loss, axis=0, return_inverse=True)
@@ -155,7 +206,8 @@ def expected_cost_to_finish(jobs: JobView, price: np.ndarray, eff: np.ndarray) -
 
     Args:
         jobs: ``n`` jobs.
-        price: USD per hour, ``(m,)`` or ``(n, m)``.
+        price: USD per hour of one instance, ``(m,)`` or ``(n, m)`` (a gang's launch is billed
+            for its ``N`` nodes, :func:`gang_price`).
         eff: risk-aware USD per useful reference-hour, ``(n, m)`` (:func:`effective_price`).
     """
     n, m = eff.shape
@@ -169,7 +221,7 @@ def expected_cost_to_finish(jobs: JobView, price: np.ndarray, eff: np.ndarray) -
         work = eff * remaining[:, None]
     if (remaining <= 0).any():
         work = np.where(remaining[:, None] > 0, work, 0.0)
-    return work + np.broadcast_to(price, (n, m)) * launch_h
+    return work + np.broadcast_to(gang_price(price, jobs), (n, m)) * launch_h
 
 
 def current_column(values: np.ndarray, jobs: JobView, fill: float = np.nan) -> np.ndarray:

@@ -93,6 +93,9 @@ class OfferTable:
       (``Offer.interruption_notice_s``: 0 none, as on Vast.ai; ``nan`` unknown), ``(m,)``;
       empty when the table was built without it (all unknown).
     - **hardware**: ``gpu_count``, ``vram_gib`` (per GPU), ``vcpus``, ``memory_gib``, ``(m,)``.
+    - **capacity**: instances of the offer launchable now (``Offer.capacity``; ``nan``
+      unknown), ``(m,)``; empty when the table was built without it (all unknown). A gang of
+      ``N`` nodes fits an offer only where it is unknown or ``>= N``.
     - **labels**: integer codes of the raw ``provider``, ``region_label``, ``zone_label`` and the
       lower-cased ``gpu_model`` of each offer, with their vocabularies in ``vocab`` (for the
       vectorised constraints of :mod:`policies.eligibility`).
@@ -111,6 +114,7 @@ class OfferTable:
     vcpus: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     memory_gib: np.ndarray = field(default_factory=lambda: np.zeros(0))
     interruption_notice_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    capacity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     labels: dict[str, np.ndarray] = field(default_factory=dict)
     vocab: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -142,6 +146,7 @@ class OfferTable:
             memory_gib=_col([o.memory_gib for o in offers]),
             interruption_notice_s=_col([np.nan if o.interruption_notice_s is None
                                         else o.interruption_notice_s for o in offers]),
+            capacity=_col([np.nan if o.capacity is None else o.capacity for o in offers]),
             labels=labels, vocab=vocab,
         )
 
@@ -243,6 +248,9 @@ class JobView:
     - **spent_usd** / **budget_usd**: spend so far and the job's limit (``inf`` none).
     - **user_spent_usd** / **user_budget_usd**: the same for the job's user (all their jobs).
     - **decision_interval_h**: time until the next decision (poll interval / simulator tick).
+    - **nodes**: instances the job runs on at once (a gang of ``N`` nodes of one offer; 1 for
+      a single instance). A gang pays ``N ×`` the offer's price and is interrupted when any
+      node is: its hazard is ``N ×`` a node's (:func:`policies.risk.gang_nodes`). Empty: 1.
     """
 
     compute_h: np.ndarray
@@ -265,6 +273,7 @@ class JobView:
     budget_usd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     user_spent_usd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     user_budget_usd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nodes: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __len__(self) -> int:
         return int(self.compute_h.shape[0])
@@ -274,7 +283,7 @@ class JobView:
         """A view of ``n`` jobs; each value is a scalar (same for all) or an ``(n,)`` sequence.
 
         Defaults: no deadline, no instance, 0 overheads, continuous checkpoints, a final
-        checkpoint in no time, no preemption, no budget. Raises ``TypeError`` for an unknown field name.
+        checkpoint in no time, no preemption, no budget, one node. Raises ``TypeError`` for an unknown field name.
         """
         defaults = {
             "compute_h": np.nan, "remaining_compute_h": np.nan, "elapsed_h": 0.0,
@@ -284,6 +293,7 @@ class JobView:
             "last_preempted_zone": NO_ZONE,
             "since_preemption_h": np.inf, "since_start_h": np.inf, "previous": NO_OFFER,
             "spent_usd": 0.0, "budget_usd": np.inf, "user_spent_usd": 0.0, "user_budget_usd": np.inf,
+            "nodes": 1.0,
         }
         unknown = set(values) - set(defaults)
         if unknown:

@@ -23,7 +23,7 @@ from core.models import Market, StrictModel
 
 DEFAULT_AGENT_PIP_SPEC = "gpu-arbiter"
 DEFAULT_AGENT_VENV = "/opt/gpu-arbiter/venv"
-_TYPE_PATTERN_RE = re.compile(r"^[a-z0-9*][a-z0-9.*-]*$")
+_TYPE_PATTERN_RE = re.compile(r"^[a-z0-9*][a-z0-9.*-]*\Z")
 _RETIRED_FIELDS = {
     "unknown_interruption_risk": "unrated spot offers take the one prior of policies/priors.py "
                                  "(UNKNOWN_SPOT_RISK); remove this field",

@@ -1,9 +1,12 @@
 """Budgets as the service applies them: a job's and its owner's spend against their limits.
 
 The rule (alert thresholds, levels, the stop at 100 %) is :mod:`policies.budget`'s; spend and
-the per-user limits are read from the store (:attr:`Store.spend
-<scheduler.store.Store.spend>`; the limits are published there by the daemon from its config
-file). Used by submission (:func:`check_owner_budget`), the controller's budget step (alerts
+the per-user limits are read from the store. A user's limit is the ``budget_usd`` of their
+user record (:class:`~scheduler.store.users.UserStore`, set with ``schedctl users``) when it
+has one, else the daemon config's ``budgets`` entry for the name (published to Redis by the
+daemon at start, :attr:`Store.spend <scheduler.store.Store.spend>`); this module is the one
+place that merges the two (:func:`budget_settings`, :func:`owner_limit`). Used by submission
+(:func:`check_owner_budget`), the controller's budget step (alerts
 and stops, :mod:`scheduler.controller.budgets`) and the policy's inputs (the owner's spend
 beside the job's, :mod:`scheduler.controller.policy_inputs`).
 """
@@ -23,6 +26,24 @@ class BudgetExhausted(ValueError):
     """The owner's budget is already spent: a new job could only be stopped at once."""
 
 
+def budget_settings(store: Store) -> BudgetSettings:
+    """The budget settings in force: the published config's, with each user record's
+    ``budget_usd`` over the config's entry for that name. Two Redis reads. Raises
+    ``redis.RedisError``."""
+    config = store.spend.settings()
+    return BudgetSettings(users={**config.users, **store.users.budgets()},
+                          webhook=config.webhook)
+
+
+def owner_limit(store: Store, owner: str) -> float | None:
+    """The USD limit over all of ``owner``'s jobs (their user record's, else the config's),
+    or ``None`` without one. Raises ``redis.RedisError``."""
+    user = store.users.get(owner)
+    if user is not None and user.budget_usd is not None:
+        return user.budget_usd
+    return store.spend.settings().users.get(owner)
+
+
 def owner_spent(store: Store, settings: BudgetSettings, owner: str) -> float:
     """USD spent by all of ``owner``'s jobs when ``settings`` give the owner a limit; 0.0
     without one (nothing is read). Raises ``redis.RedisError``."""
@@ -30,17 +51,17 @@ def owner_spent(store: Store, settings: BudgetSettings, owner: str) -> float:
 
 
 def check_owner_budget(store: Store, owner: str) -> None:
-    """Refuse a new job of ``owner`` when their per-user budget (daemon config, as published
-    to Redis) is already at 100 %. Raises :class:`BudgetExhausted`, ``redis.RedisError``."""
-    settings = store.spend.settings()
-    limit = settings.users.get(owner)
+    """Refuse a new job of ``owner`` when their per-user budget (:func:`owner_limit`) is
+    already at 100 %. Raises :class:`BudgetExhausted`, ``redis.RedisError``."""
+    limit = owner_limit(store, owner)
     if limit is None:
         return
-    spent = owner_spent(store, settings, owner)
+    spent = store.spend.owner_total(owner)
     if budget_level(spent, limit) >= 1.0:
         raise BudgetExhausted(f"owner {owner!r} has spent ${spent:.2f} of the ${limit:.2f} "
-                              "budget; raise it in the daemon config's 'budgets' (and restart "
-                              "the daemon) to submit more jobs")
+                              "budget; an admin raises it (`schedctl users set "
+                              f"{owner} --budget USD`, or the daemon config's 'budgets' "
+                              "for a user without one) to submit more jobs")
 
 
 def reached(store: Store, settings: BudgetSettings, job: Job,

@@ -309,6 +309,9 @@ class Daemon:
     def run(self) -> None:
         config = uvicorn.Config(self.app, host=self.settings.host, port=self.port,
                                 log_level="warning", access_log=False, lifespan="off",
+                                # X-Forwarded-For from a local client must not rewrite the
+                                # address the audit stream records.
+                                proxy_headers=False,
                                 # uvicorn's records go through our handlers (text or JSON)
                                 log_config=None)
         self._server = uvicorn.Server(config)
@@ -328,7 +331,8 @@ class Daemon:
         tmp = self.settings.home / "daemon.json.tmp"
         tmp.write_text(json.dumps(info))
         os.replace(tmp, self.settings.home / "daemon.json")
-        log.info("gpu-arbiter daemon ready at %s", self.api_url)
+        log.info("gpu-arbiter daemon ready at %s (dashboard: %s/ui/)", self.api_url,
+                 self.api_url.rstrip("/"))
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self._stopped.set())
         self._stopped.wait()

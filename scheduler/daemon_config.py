@@ -29,7 +29,7 @@ from core import yaml_files
 from core.models import StrictModel, format_validation_error
 from core.models.base import Number
 
-_OWNER_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+_OWNER_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?\Z")
 WEBHOOK_URL_ENV = "GA_BUDGET_WEBHOOK_URL"
 
 

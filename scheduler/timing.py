@@ -174,3 +174,6 @@ PRICE_CATCH_UP_S = 30.0
 # not placed on that offer again for this many market hours: a price hovering at the limit
 # would otherwise cost a checkpoint and a relaunch every poll, each billed above the max.
 LEFT_OFFER_COOLDOWN_H = 1.0
+
+# `schedctl audit --follow` asks for new audit entries this often (seconds).
+AUDIT_FOLLOW_POLL_S = 2.0

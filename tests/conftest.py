@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.s3_server"]
+pytest_plugins = ["tests.fixtures.redis_server", "tests.fixtures.s3_server", "tests.fixtures.browser",
+                  "tests.fixtures.redis_cluster"]
 
 # Marks left out of the fast tier.
 FULL_ONLY = ("e2e", "slow")
@@ -29,17 +30,33 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "agent/test_agent_progress",
     "agent/test_agent_run",
     "agent/test_agent_run_azure_gcp",
+    "agent/test_agent_sync",
+    "agent/test_gang_agent",
     "agent/test_aws_imds_bootstrap",
+    "agent/test_job_user",
     "agent/test_output_through_daemon_outage",
     "aliyun/test_agent_notice",
     "api/test_fuzz_agent_report",
+    "api/test_bad_times",
     "api/test_fuzz_openapi",
+    "api/test_auth_hardening",
+    "api/test_spec_limits",
     "aws/test_lifecycle_moto",
     "aws/test_offers_moto",
+    "checkpoints/test_checkpoint_stores",
     "cli/test_status_watch",
+    "cli/test_users_cli",
+    "checkpoints/test_retention_compression",
+    "controller/test_cost_to_finish",
     "controller/test_held_price",
     "controller/test_policy_v2",
+    "controller/test_price_records",
     "controller/test_reconcile",
+    "controller/test_waste",
+    "dashboard/test_live_updates",
+    "dashboard/test_budget_fleet_users_pages",
+    "dashboard/test_market_pages",
+    "dashboard/test_pages_browser",
     "agent/test_notice_hostile_metadata",
     "fleet/test_describe_safety",
     "fleet/test_failures",
@@ -48,15 +65,19 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "fleet/test_lifecycle",
     "fleet/test_real_agent",
     "history/test_import_real",
+    "history/test_api_cli",
     "history/test_offer_price_age",
     "history/test_replay_vs_real",
     "observability/test_daemon_logs",
     "observability/test_events",
     "planning/test_plan_cli_fresh_home",
     "planning/test_plan_matches_placement",
+    "planning/test_plan_work",
     "replay/test_replay_cloud",
     "replay/test_replay_notice_styles",
     "store/test_embedded_redis_cli",
+    "store/test_store",
+    "test_ddp_example",
 ))
 
 

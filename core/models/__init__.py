@@ -7,18 +7,20 @@ from core.models.instances import (
     TAG_ATTEMPT,
     TAG_JOB,
     TAG_OWNER,
+    TAG_RANK,
     Instance,
     InstanceState,
     PreemptionNotice,
 )
 from core.models.jobs import Job, JobEvent, JobState, StopKind, StopRequest
 from core.models.offers import Market, Offer, OfferKey, PriceObservation
-from core.models.placements import Placement, PlacementEnd, PriceChange
+from core.models.placements import GangNode, Placement, PlacementEnd, PriceChange
 from core.models.specs import AllowDeny, CheckpointSpec, JobSpec, MarketChoice, Resources, WorkSpec
 from core.models.work import GpuSample, ProgressPoint, WorkUnit, Workload
 
 __all__ = [
     "TAG_ATTEMPT",
+    "TAG_RANK",
     "TAG_JOB",
     "TAG_OWNER",
     "AllowDeny",
@@ -35,6 +37,7 @@ __all__ = [
     "MarketChoice",
     "Offer",
     "OfferKey",
+    "GangNode",
     "Placement",
     "PlacementEnd",
     "PreemptionNotice",

@@ -7,12 +7,15 @@ an :class:`AgentCommand`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 
-from pydantic import Field, ValidationInfo, field_validator
+from typing import Annotated
 
-from core.models.base import StrictModel, ensure_utc
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator
+
+from core.models.base import Count, StrictModel, ensure_utc
 from core.models.instances import PreemptionNotice
 from core.models.work import GpuSample, ProgressPoint
 
@@ -39,6 +42,12 @@ class AgentPhase(str, Enum):
 
 
 CHECKPOINT_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+# A host name or an IPv4/IPv6 address: what MASTER_ADDR may hold (it goes into environment
+# variables and a peer's connect call, never a shell).
+# No leading "-": an address must never read as a command-line option to whatever gets it.
+ADDRESS_PATTERN = r"^[A-Za-z0-9.:_][A-Za-z0-9.:_-]*$"
+Address = Annotated[str, StringConstraints(min_length=1, max_length=255,
+                                           pattern=ADDRESS_PATTERN)]
 
 POINT_AHEAD_S = 60.0
 """How far a progress point's ``at`` may be ahead of its report's ``at`` (the agent reads the
@@ -64,6 +73,10 @@ class AgentReport(StrictModel):
       :data:`POINT_AHEAD_S` ahead of ``at``.
     - **gpu**: GPU utilisation and memory since the previous report (NVML; ``None`` where
       there is no GPU).
+    - **rank**: which node of a gang this agent runs (0 for a one-node job).
+    - **address**: a gang node's address its peers reach it at (IPv4/IPv6 or a host name, at
+      most 255 characters), reported from the first report on; **master_port**: the TCP
+      port rank 0's agent chose for the job's rendezvous (``MASTER_PORT``), rank 0 only.
     """
 
     job_id: str = Field(max_length=200)
@@ -80,6 +93,9 @@ class AgentReport(StrictModel):
     progress: ProgressPoint | None = None
     first_progress: ProgressPoint | None = None
     gpu: GpuSample | None = None
+    rank: Count = Field(default=0, ge=0, le=63)
+    address: Address | None = None
+    master_port: Count | None = Field(default=None, ge=1, le=65535)
     received_at: datetime | None = Field(
         default=None, description="set by the daemon on receipt; liveness uses this clock, "
                                   "never the agent's")
@@ -115,9 +131,46 @@ class AgentAction(str, Enum):
     STOP = "stop"
 
 
+class GangRoster(StrictModel):
+    """Where a gang's nodes are: ``addresses[r]`` is rank r's address, ``master_port`` the
+    port rank 0's agent chose. The daemon sends it to every node's agent once every rank has
+    reported its address (:func:`roster_of`); the agents start the command only then."""
+
+    nnodes: int = Field(ge=2, le=64)
+    master_port: int = Field(ge=1, le=65535)
+    addresses: list[Address] = Field(min_length=2, max_length=64)
+
+    def environment(self, rank: int) -> dict[str, str]:
+        """The job's rank environment on node ``rank`` (torchrun's names): ``NODE_RANK``,
+        ``NNODES``, ``MASTER_ADDR`` (rank 0's address), ``MASTER_PORT``, and
+        ``SCHED_NODES`` (every node's address by rank, comma-separated)."""
+        return {"NODE_RANK": str(rank), "NNODES": str(self.nnodes),
+                "MASTER_ADDR": self.addresses[0], "MASTER_PORT": str(self.master_port),
+                "SCHED_NODES": ",".join(self.addresses)}
+
+
+def roster_of(reports: Sequence[AgentReport | None], nnodes: int) -> GangRoster | None:
+    """The roster of a gang of ``nnodes`` from its agents' latest reports by rank
+    (``reports[r]``: rank r's, ``None`` when none yet); ``None`` until every rank reported an
+    address and rank 0 its port."""
+    if nnodes < 2 or len(reports) < nnodes:
+        return None
+    chosen = list(reports[:nnodes])
+    if any(r is None or r.address is None for r in chosen):
+        return None
+    head = chosen[0]
+    assert head is not None
+    if head.master_port is None:
+        return None
+    return GangRoster(nnodes=nnodes, master_port=head.master_port,
+                      addresses=[r.address for r in chosen if r is not None and r.address])
+
+
 class AgentCommand(StrictModel):
     """The daemon's answer: ``continue``, or ``stop`` (signal the job, checkpoint, exit) —
-    sent when the job is cancelled or being migrated."""
+    sent when the job is cancelled or being migrated. A gang node's agent also gets the
+    gang's ``gang`` roster once it is complete."""
 
     action: AgentAction = AgentAction.CONTINUE
     reason: str | None = None
+    gang: GangRoster | None = None

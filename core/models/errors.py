@@ -46,10 +46,17 @@ def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]
 
 def json_safe(value: Any) -> Any:
     """``value`` with every ``nan``/``inf`` float (at any depth of dicts, lists and tuples)
-    replaced by its text (``"nan"``, ``"inf"``, ``"-inf"``), so an error body that echoes bad
-    input can always be written as strict JSON."""
+    replaced by its text (``"nan"``, ``"inf"``, ``"-inf"``) and every lone surrogate in a
+    string (JSON's ``"\\ud800"``, not encodable as UTF-8) written as an escape, so an error
+    body that echoes bad input can always be written as strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -15,6 +15,7 @@ from core.models.offers import OfferKey
 TAG_OWNER = "gpu-arbiter:owner"
 TAG_JOB = "gpu-arbiter:job"
 TAG_ATTEMPT = "gpu-arbiter:attempt"
+TAG_RANK = "gpu-arbiter:rank"  # a gang node's rank (0 = the node MASTER_ADDR points at)
 
 
 class InstanceState(str, Enum):

@@ -59,6 +59,7 @@ class StopKind(str, Enum):
     BUDGET = "budget"
     MAX_PRICE = "max-price"  # the held offer's price rose above max_price_usd_per_hour
     IDLE = "idle"  # the GPUs were idle and the spec has stop_when_idle
+    PREEMPTION = "preemption"  # a notice on one node of a gang: every node checkpoints
 
 
 class StopRequest(StrictModel):
@@ -329,16 +330,19 @@ class Job(StrictModel):
         """Past placements followed by the current one, if any."""
         return self.placements + ([self.placement] if self.placement else [])
 
-    def cost_usd(self, now: datetime | None = None) -> float:
+    def cost_usd(self, now: datetime | None = None, since: datetime | None = None) -> float:
         """USD billed so far (or in all, once finished): Σ :meth:`Placement.cost_usd`, the
-        price series of each held offer integrated over its running time."""
-        return sum(p.cost_usd(now) for p in self.all_placements())
+        price series of each held offer integrated over its running time; with ``since``,
+        only what was billed from that wall-clock time on."""
+        return sum(p.cost_usd(now, since) for p in self.all_placements())
 
-    def billed_hours(self, now: datetime | None = None) -> float:
-        return sum(p.billed_hours(now) for p in self.all_placements())
+    def billed_hours(self, now: datetime | None = None, since: datetime | None = None) -> float:
+        return sum(p.billed_hours(now, since) for p in self.all_placements())
 
-    def on_demand_cost_usd(self, now: datetime | None = None) -> float | None:
-        """What the same running time would have cost on the cheapest eligible on-demand offer."""
+    def on_demand_cost_usd(self, now: datetime | None = None,
+                           since: datetime | None = None) -> float | None:
+        """What the same running time (from ``since`` on, if given) would have cost on the
+        cheapest eligible on-demand offer."""
         if self.on_demand_reference_usd_per_hour is None:
             return None
-        return self.on_demand_reference_usd_per_hour * self.billed_hours(now)
+        return self.on_demand_reference_usd_per_hour * self.billed_hours(now, since)

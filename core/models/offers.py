@@ -61,7 +61,10 @@ class Offer(ValueModel):
     reclaimed, in seconds, as its provider documents it (AWS 120, Alibaba 300, Azure and GCP
     30); ``0`` for a market that reclaims without notice (a Vast.ai interruptible instance that
     is outbid just stops), ``None`` when unknown. ``observed_at`` is aware UTC, when the
-    provider reported the offer.
+    provider reported the offer. ``capacity`` is how many instances of the offer can be
+    launched now, where the source counts them (a replayed market following an instance-count
+    trace, the fleet's free slots); ``None`` when unknown (a cloud's own limit decides at
+    launch). A gang of N nodes is placed only on an offer whose capacity is unknown or ≥ N.
     """
 
     provider: str = Field(min_length=1)
@@ -81,6 +84,8 @@ class Offer(ValueModel):
     interruption_risk: float | None = Field(default=0.0, ge=0, le=1)
     interruption_notice_s: float | None = Field(default=None, ge=0)
     observed_at: datetime
+    capacity: int | None = Field(default=None, ge=0,
+                                 description="instances launchable now; None: unknown")
 
     _validate_observed_at = field_validator("observed_at")(ensure_utc)
 

@@ -43,6 +43,22 @@ class PriceChange(StrictModel):
     price_usd_per_hour: float = Field(ge=0)
 
 
+class GangNode(StrictModel):
+    """One node of a gang placement: its rank (0 is the node ``MASTER_ADDR`` points at), the
+    client token of its launch (``{placement token}-n{rank}``) and, once launched, its
+    instance and when the provider launched it (aware UTC)."""
+
+    rank: int = Field(ge=0, le=63)
+    client_token: str
+    instance_id: str | None = None
+    launched_at: datetime | None = None
+
+
+def node_token(placement_token: str, rank: int) -> str:
+    """The client token of rank ``rank``'s launch within a gang placement (≤ 64 chars)."""
+    return f"{placement_token}-n{rank}"
+
+
 class Placement(StrictModel):
     """One attempt of a job on one offer.
 
@@ -56,6 +72,12 @@ class Placement(StrictModel):
     stamp each spot price with the time it took effect; a replayed market with the wall time
     its clock reached the step). Placements stored before it existed have none: their price
     is the decision's, as before. At most :data:`MAX_PRICE_CHANGES` entries.
+
+    A gang (``spec.resources.nodes`` > 1) lists its nodes in ``nodes``, one per rank, all on
+    ``offer``; ``instance_id`` is set to rank 0's instance only once every node is launched
+    (until then the placement is still launching), and ``started_at`` is the first node's
+    launch. A one-node placement has no ``nodes``: ``instance_id`` and ``client_token`` are
+    its node's. Its cost counts every launched node (:meth:`cost_usd`).
     """
 
     attempt: int = Field(ge=1)
@@ -73,29 +95,72 @@ class Placement(StrictModel):
     price_changes: list[PriceChange] = Field(
         default_factory=list,
         description="the held offer's price changes while it ran (from price history)")
+    nodes: list[GangNode] = Field(
+        default_factory=list, max_length=64,
+        description="a gang's nodes by rank; empty for a one-node placement")
 
-    def billed_hours(self, now: datetime | None = None) -> float:
-        """Market hours this placement has been billed so far (0 before the instance started)."""
+    @property
+    def node_count(self) -> int:
+        """Nodes of this placement: N for a gang, else 1."""
+        return len(self.nodes) or 1
+
+    def instance_ids(self) -> list[str]:
+        """Every launched instance of this placement, by rank (empty before any launch)."""
+        if self.nodes:
+            return [n.instance_id for n in self.nodes if n.instance_id is not None]
+        return [self.instance_id] if self.instance_id is not None else []
+
+    def node_launched(self, node: GangNode, instance_id: str, launched_at: datetime) -> None:
+        """Record that ``node`` (one of :attr:`nodes`) was launched as ``instance_id`` at
+        ``launched_at``: the placement is billed from its first node's launch, whether or not
+        the gang completes."""
+        node.instance_id, node.launched_at = instance_id, launched_at
+        if self.started_at is None or launched_at < self.started_at:
+            self.started_at = launched_at
+
+    def billed_nodes(self) -> int:
+        """Instances this placement is billed for: the launched nodes (1 for one node)."""
+        return max(1, len(self.instance_ids())) if self.nodes else 1
+
+    def _window(self, now: datetime | None,
+                since: datetime | None) -> tuple[datetime, datetime] | None:
+        """The billed wall-clock window (start, end), cut to start no earlier than ``since``;
+        ``None`` before the instance started or when the window is empty."""
         if self.started_at is None:
-            return 0.0
+            return None
         end = self.ended_at or now or utcnow()
-        return max(0.0, (end - self.started_at).total_seconds()) * self.time_scale / 3600.0
+        start = self.started_at if since is None else max(self.started_at, since)
+        return (start, end) if end > start else None
 
-    def cost_usd(self, now: datetime | None = None) -> float:
+    def billed_hours(self, now: datetime | None = None, since: datetime | None = None) -> float:
+        """Market hours this placement has been billed so far (0 before the instance
+        started); with ``since``, only the hours billed from then on. Per node: a gang's
+        instance-hours are this times :meth:`billed_nodes`."""
+        window = self._window(now, since)
+        if window is None:
+            return 0.0
+        return (window[1] - window[0]).total_seconds() * self.time_scale / 3600.0
+
+    def instance_hours(self, now: datetime | None = None) -> float:
+        """Market hours of every billed instance: :meth:`billed_hours` × :meth:`billed_nodes`."""
+        return self.billed_hours(now) * self.billed_nodes()
+
+    def cost_usd(self, now: datetime | None = None, since: datetime | None = None) -> float:
         """USD billed from the start to the end (or ``now``, default the wall clock): the
         integral of the held offer's price series over that window, in market hours, i.e.
         Σ price × (segment wall seconds × ``time_scale`` / 3600) over the piecewise-constant
         segments of ``price_changes``. A change before the start sets the price at the start;
-        changes at or after the end are not billed. 0 before the instance started.
+        changes at or after the end are not billed. 0 before the instance started. With
+        ``since`` (wall clock), only what was billed from then on (the window starts there).
+
+        A gang's cost is that times its launched nodes (:meth:`billed_nodes`).
 
         This is the one computation of a placement's cost: status, cost reports, budgets and
         the money-saved metric all call it."""
-        if self.started_at is None:
+        window = self._window(now, since)
+        if window is None:
             return 0.0
-        end = self.ended_at or now or utcnow()
-        start = self.started_at
-        if end <= start:
-            return 0.0
+        start, end = window
         price = self.offer.price_usd_per_hour
         usd_seconds = 0.0  # USD/hour × wall seconds
         mark = start
@@ -107,7 +172,7 @@ class Placement(StrictModel):
                 mark = change.at
             price = change.price_usd_per_hour
         usd_seconds += price * (end - mark).total_seconds()
-        return usd_seconds * self.time_scale / 3600.0
+        return usd_seconds * self.time_scale / 3600.0 * self.billed_nodes()
 
     def price_usd_per_hour(self) -> float:
         """The held offer's latest recorded price (USD/hour)."""

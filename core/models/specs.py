@@ -20,7 +20,7 @@ from core.models.base import Count, Number, StrictModel, ensure_utc, limits_appl
 from core.models.offers import Market
 from core.models.work import WORK_MAX_UNITS, Workload, WorkUnit
 
-_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?\Z")
 
 
 class MarketChoice(str, Enum):
@@ -56,10 +56,25 @@ def _cap_names(value: list[str] | None, info: ValidationInfo) -> list[str] | Non
     return value
 
 
+MAX_NODES = 64
+"""The largest gang a spec may ask for (nodes of one job)."""
+
+
 class Resources(StrictModel):
     """What one instance must have. VRAM and memory are GiB; ``gpu_models`` matches
     case-insensitively (``V100`` matches ``v100``); empty or absent means any model (at most
-    256 names of at most 128 characters, :mod:`core.models.limits`)."""
+    256 names of at most 128 characters, :mod:`core.models.limits`).
+
+    ``nodes`` (1-64, default 1) is how many instances the job runs on at once, each meeting
+    every other constraint here (a **gang**): all N are instances of one offer, so in one
+    zone, where the nodes talk to each other; they are launched all-or-nothing, given a
+    torchrun-compatible rank environment (``NODE_RANK``, ``NNODES``, ``MASTER_ADDR``,
+    ``MASTER_PORT``), checkpointed by rank 0 and moved together. Prices, budgets and costs
+    count N instances.
+    """
+
+    nodes: Count = Field(default=1, ge=1, le=MAX_NODES,
+                         description="instances of the gang, each meeting these constraints")
 
     gpu_count: Count = Field(default=1, ge=0, le=64)
     min_vram_gib: Number = Field(default=0, ge=0, le=1024, description="per GPU, GiB")
@@ -215,8 +230,10 @@ class JobSpec(StrictModel):
       every offer alike.
     - **stop_when_idle**: checkpoint and stop the job (state ``stopped``) when its GPUs have
       been idle for 300 s (default false: an event and an alert only).
-    - **owner**: the user the job belongs to (same characters as ``name``; default
-      ``default``): per-user budgets of the daemon config apply to all jobs of an owner.
+    - **owner**: the user the job belongs to (same characters as ``name``). The API sets it
+      to the user whose token submitted the job; only an admin may name another (existing)
+      user. Per-user budgets (the user record's, else the daemon config's) apply to all
+      jobs of an owner.
 
     Every free-text field is bounded, and the whole spec is at most 64 KiB as JSON: the
     limits are :mod:`core.models.limits`; over one, validation fails naming the field.
@@ -287,7 +304,7 @@ class JobSpec(StrictModel):
         for key, item in value.items():
             if "\0" in item:
                 raise ValueError(f"{key!r}: values must not contain a NUL character")
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", key):
                 raise ValueError(f"environment variable name {key!r} is not a valid identifier")
             if key.startswith("SCHED_"):
                 raise ValueError(f"{key!r}: names starting with SCHED_ are set by the scheduler")

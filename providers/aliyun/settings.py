@@ -34,10 +34,10 @@ from providers.regional_settings import (
 
 SITES = {"international": "USD", "china": "CNY"}  # site → the currency its prices are in
 
-_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+$")
-_ZONE_SUFFIX_RE = re.compile(r"^(?P<region>[a-z]{2}(-[a-z0-9]+)*?)(-[a-z]|(?<=\d)[a-z])$")
-_CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
-_URL_RE = re.compile(r"^https?://[^\s/]+/?$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+\Z")
+_ZONE_SUFFIX_RE = re.compile(r"^(?P<region>[a-z]{2}(-[a-z0-9]+)*?)(-[a-z]|(?<=\d)[a-z])\Z")
+_CURRENCY_RE = re.compile(r"^[A-Z]{3}\Z")
+_URL_RE = re.compile(r"^https?://[^\s/]+/?\Z")
 
 
 def zone_region(zone: str) -> str | None:

@@ -24,8 +24,8 @@ DEFAULT_SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advis
 # The Price List Query API answers only in these regions.
 PRICING_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1")
 
-_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
-_ZONE_RE = re.compile(r"^([a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d)[a-z](-[a-z0-9-]+)?$")
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d\Z")
+_ZONE_RE = re.compile(r"^([a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d)[a-z](-[a-z0-9-]+)?\Z")
 
 
 def zone_region(zone: str) -> str | None:
@@ -122,6 +122,6 @@ class AwsSettings(RegionalSettings):
     @field_validator("endpoint_url", "pricing_endpoint_url", "spot_advisor_url")
     @classmethod
     def _url_shape(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^(https?|file)://\S+$", value):
+        if value is not None and not re.match(r"^(https?|file)://\S+\Z", value):
             raise ValueError("must be an http(s):// or file:// URL")
         return value

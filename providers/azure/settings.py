@@ -30,18 +30,18 @@ from providers.regional_settings import (
 DEFAULT_RESOURCE_MANAGER_URL = "https://management.azure.com"
 DEFAULT_RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
 
-_LOCATION_RE = re.compile(r"^[a-z][a-z0-9]{2,39}$")
-_ZONE_RE = re.compile(r"^(?P<location>[a-z][a-z0-9]{2,39})(-(?P<zone>[1-9]))?$")
-_SIZE_PATTERN_RE = re.compile(r"^[A-Za-z0-9*][A-Za-z0-9_.*-]*$")
-_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+_LOCATION_RE = re.compile(r"^[a-z][a-z0-9]{2,39}\Z")
+_ZONE_RE = re.compile(r"^(?P<location>[a-z][a-z0-9]{2,39})(-(?P<zone>[1-9]))?\Z")
+_SIZE_PATTERN_RE = re.compile(r"^[A-Za-z0-9*][A-Za-z0-9_.*-]*\Z")
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
 # Resource group names: 1-90 of letters, digits, _ - . ( ), not ending in a period (ARM's rule).
-_RESOURCE_GROUP_RE = re.compile(r"^[\w.()-]{0,89}[\w()-]$")
-_URN_RE = re.compile(r"^[^:\s]+:[^:\s]+:[^:\s]+:[^:\s]+$")
+_RESOURCE_GROUP_RE = re.compile(r"^[\w.()-]{0,89}[\w()-]\Z")
+_URN_RE = re.compile(r"^[^:\s]+:[^:\s]+:[^:\s]+:[^:\s]+\Z")
 _SUBNET_RE = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/"
-                        r"Microsoft\.Network/virtualNetworks/[^/]+/subnets/[^/]+$", re.IGNORECASE)
+                        r"Microsoft\.Network/virtualNetworks/[^/]+/subnets/[^/]+\Z", re.IGNORECASE)
 _SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+"
-                         r"( [^\n\r]*)?$")
-_HTTPS_URL_RE = re.compile(r"^https://[^\s/@]+(/[^\s@?#]*)?$")
+                         r"( [^\n\r]*)?\Z")
+_HTTPS_URL_RE = re.compile(r"^https://[^\s/@]+(/[^\s@?#]*)?\Z")
 
 
 def zone_region(zone: str) -> str | None:
@@ -124,7 +124,7 @@ class AzureLaunchSettings(RegionalLaunchSettings):
     @field_validator("admin_username")
     @classmethod
     def _user_shape(cls, value: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_-]{0,63}$", value) or value in ("root", "admin"):
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,63}\Z", value) or value in ("root", "admin"):
             raise ValueError("must be a Linux user name (lower case, not root or admin)")
         return value
 

@@ -30,7 +30,7 @@ _AREAS = {"us": "us", "eu": "eu", "ap": "ap", "sa": "sa", "ca": "ca", "me": "me"
           "il": "il", "mx": "mx", "cn": "cn", "usg": "us-gov"}
 _DIRECTIONS = {"e": "east", "w": "west", "n": "north", "s": "south", "c": "central",
                "ne": "northeast", "nw": "northwest", "se": "southeast", "sw": "southwest"}
-_ZONE_ID_RE = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx|cn|usg)(ne|nw|se|sw|e|w|n|s|c)(\d+)-az\d+$")
+_ZONE_ID_RE = re.compile(r"^(us|eu|ap|sa|ca|me|af|il|mx|cn|usg)(ne|nw|se|sw|e|w|n|s|c)(\d+)-az\d+\Z")
 
 
 def region_of_zone_id(zone_id: str) -> str:

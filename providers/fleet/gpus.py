@@ -27,7 +27,7 @@ from providers.fleet.settings import GpuConfig
 BUSY_MEMORY_FRACTION = 0.10
 _VENDOR_WORDS = {"NVIDIA", "GEFORCE", "TESLA", "QUADRO", "GENERATION", "PCIE", "SXM", "SXM2",
                  "SXM3", "SXM4", "SXM5", "HBM3", "HBM3E"}
-_MEMORY_RE = re.compile(r"^(\d+)GB$")
+_MEMORY_RE = re.compile(r"^(\d+)GB\Z")
 # A host with more GPUs than this is not one answer of nvidia-smi (the largest servers
 # have 16); a configured ``gpus`` entry has the same bound.
 MAX_GPUS = 64

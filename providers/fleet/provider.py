@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 # A shipped agent's install (venv and pip) may take this long on a host.
 INSTALL_TIMEOUT_S = 600.0
 
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}\Z")
 # Exit status of the remote start/prepare steps when the instance has ended already.
 _ENDED_STATUS = 4
 

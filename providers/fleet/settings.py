@@ -50,14 +50,14 @@ from core.models.base import Count, Number
 from providers.regional_settings import DEFAULT_AGENT_VENV, OneLine
 
 DEFAULT_WORK_ROOT = "~/.gpu-arbiter/fleet"
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-_LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
-_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]*$")
-_WORK_ROOT_RE = re.compile(r"^(/|~/)[A-Za-z0-9_./-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\Z")
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,253}\Z")
+_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]*\Z")
+_WORK_ROOT_RE = re.compile(r"^(/|~/)[A-Za-z0-9_./-]*\Z")
 _VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)\}")  # as the config's paths are expanded
-_HOST_KEY_RE = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$")
+_HOST_KEY_RE = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+\Z")
 
 
 def _variables_set(path: Path) -> Path:

@@ -9,7 +9,7 @@ from core.models import Market, Offer
 from providers.fleet.gpus import HostGpu
 from providers.fleet.settings import HostSettings
 
-_SLOT_TYPE_RE = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)x([A-Za-z0-9-]+)$")
+_SLOT_TYPE_RE = re.compile(r"^([A-Za-z0-9_-]+)\.(\d+)x([A-Za-z0-9-]+)\Z")
 
 
 def slot_type(host: str, count: int, model: str) -> str:

@@ -263,6 +263,10 @@ class HostConnections:
                     if channel.recv_ready() or channel.recv_stderr_ready():
                         continue
                     break
+                elif channel.closed:
+                    # The transport died (the host's sshd is gone): no exit status will
+                    # come, so waiting out the timeout would only hold the caller.
+                    raise self._dropped(host, EOFError("the connection closed mid-command"))
                 elif time.monotonic() > deadline:
                     channel.close()
                     raise TransientError(f"{host.name}: command timed out after {timeout_s:.0f} s",

@@ -27,12 +27,12 @@ from providers.regional_settings import (
     one_line,
 )
 
-_REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+$")
-_ZONE_RE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_ACCELERATOR_PATTERN_RE = re.compile(r"^[a-z0-9*][a-z0-9*-]*$")
-_ENDPOINT_RE = re.compile(r"^https?://[^\s/]+/?$")
-_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+$")
+_REGION_RE = re.compile(r"^[a-z]+-[a-z]+\d+\Z")
+_ZONE_RE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]\Z")
+_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\Z")
+_ACCELERATOR_PATTERN_RE = re.compile(r"^[a-z0-9*][a-z0-9*-]*\Z")
+_ENDPOINT_RE = re.compile(r"^https?://[^\s/]+/?\Z")
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[a-z]+\Z")
 _REFUSED_FIELDS = {
     "endpoint_url": "the GCP entry names its endpoints api_endpoint (Compute Engine) and "
                     "billing_api_endpoint (Cloud Billing Catalog)",

@@ -9,11 +9,14 @@ Endpoints (JSON unless noted; errors are ``{"code", "message"}``):
 
 - ``GET /health`` → market name, pid, state dir, epoch, market time.
 - ``GET /offers`` → ``{"offers": [Offer...]}``: rentable now; spot offers whose trace reads 0
-  are left out; ``observed_at`` is now.
+  are left out; ``observed_at`` is now; ``capacity`` is what is left of the offer's bound
+  (trace count, ``instances``) after its instances not yet terminated, ``null`` unbounded.
 - ``GET /prices?since=ISO`` → ``{"observations": [PriceObservation...]}``: the price steps in
   the wall window ``(since, now]`` (see ``ReplayMarket.price_observations``).
 - ``POST /instances`` body ``{offer: OfferKey, client_token, tags, agent_env}`` → 201 (new) or
-  200 (known token) with the instance; 409 ``InsufficientInstanceCapacity``; 400 bad request.
+  200 (known token) with the instance; 409 ``InsufficientInstanceCapacity`` (trace at 0, or
+  no capacity left); 400 bad request. A launch the offer's ``boot_failures`` covers answers 201
+  with a ``pending`` instance that never boots.
 - ``GET /instances?tag=k=v&tag=...`` → ``{"instances": [...]}`` (instance fields + ``pid``,
   ``pid_alive``, ``work_dir``, ``terminated_at``); ``GET /instances/<id>`` → one or 404.
 - ``DELETE /instances/<id>`` → 204, always (terminate is idempotent).

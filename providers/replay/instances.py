@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -118,10 +119,19 @@ class ReplayCloud:
         }
 
     def offers(self) -> list[dict[str, Any]]:
-        """Offers rentable now as JSON dicts (spot offers whose trace reads 0 left out)."""
+        """Offers rentable now as JSON dicts (spot offers whose trace reads 0 left out), each
+        with its ``capacity`` left given the instances not yet terminated."""
         now = self.now()
+        with self.lock:
+            running = self.running_counts()
         return [o.model_dump(mode="json")
-                for o in self.market.offers_at(self.clock.market_s(now), now)]
+                for o in self.market.offers_at(self.clock.market_s(now), now, running)]
+
+    def running_counts(self) -> Counter[OfferKey]:
+        """Offer key → its instances not yet terminated (pending, running, shutting down:
+        each holds a slot of the offer's capacity until it is gone). Caller holds the lock."""
+        return Counter(rec.offer for rec in self.store.data.instances.values()
+                       if rec.state is not InstanceState.TERMINATED)
 
     def prices(self, since: datetime | None) -> list[dict[str, Any]]:
         """Price observations in the wall window ``(since, now]`` as JSON dicts."""
@@ -153,21 +163,26 @@ class ReplayCloud:
 
     def view(self, rec: InstanceRecord) -> dict[str, Any]:
         """An instance as the API shows it: :class:`Instance` fields + ``pid``, ``pid_alive``,
-        ``work_dir``, ``terminated_at``, ``notice_style`` (its metadata flavor) and
-        ``notice_approved_at`` (when its agent approved the preemption, Azure style)."""
+        ``work_dir``, ``terminated_at``, ``notice_style`` (its metadata flavor),
+        ``notice_approved_at`` (when its agent approved the preemption, Azure style) and
+        ``boot_failed`` (a launch that never boots: no agent will start)."""
         out = rec.to_instance().model_dump(mode="json")
         out.update(pid=rec.pid, pid_alive=self._alive(rec), work_dir=rec.work_dir,
                    terminated_at=rec.terminated_at.isoformat() if rec.terminated_at else None,
                    notice_style=self.notice_style(rec),
                    notice_approved_at=rec.notice_approved_at.isoformat()
-                   if rec.notice_approved_at else None)
+                   if rec.notice_approved_at else None, boot_failed=rec.boot_failed)
         return out
 
     def launch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Launch (or return the instance of a known client token). Returns (HTTP status, view).
 
+        A launch among the offer market's first ``boot_failures`` is accepted (201) but never
+        boots: the instance stays ``pending`` without an agent until terminated.
+
         Raises ``CloudError`` 400 on a bad body, an unknown offer or a token reused for another
-        offer; 409 ``InsufficientInstanceCapacity`` when the spot trace reads 0 now.
+        offer; 409 ``InsufficientInstanceCapacity`` when the spot trace reads 0 now or the
+        offer's capacity (trace count, ``instances``) is taken by instances not yet terminated.
         """
         try:
             req = LaunchBody.model_validate(body)
@@ -182,7 +197,7 @@ class ReplayCloud:
                     raise CloudError(400, "IdempotentParameterMismatch",
                                      f"client token {req.client_token!r} was used for "
                                      f"{rec.offer.series()}")
-                if not rec.state.is_gone() and not self._alive(rec):
+                if not rec.state.is_gone() and not rec.boot_failed and not self._alive(rec):
                     self._start_agent(rec, req.agent_env)
                 return 200, self.view(rec)
             offer = self.market.find(req.offer)
@@ -190,23 +205,37 @@ class ReplayCloud:
                 raise CloudError(400, "InvalidParameterValue",
                                  f"offer: no offer {req.offer.series()} in market "
                                  f"{self.market.name!r}")
-            reason = self.unavailable_reason(req.offer)
+            reason = self.unavailable_reason(req.offer) or self._full_reason(req.offer)
             if reason is not None:
                 raise CloudError(409, "InsufficientInstanceCapacity", reason)
+            series = req.offer.series()
+            launched_before = data.launches.get(series, 0)
+            data.launches[series] = launched_before + 1
             instance_id = new_instance_id()
             rec = InstanceRecord(
                 id=instance_id, provider=req.offer.provider, offer=req.offer,
                 client_token=req.client_token, state=InstanceState.PENDING,
                 launched_at=self.now(), tags=req.tags,
                 work_dir=str(self.state_dir / "instances" / instance_id),
+                boot_failed=launched_before < offer.boot_failures,
             )
             data.instances[instance_id] = rec
             data.tokens[req.client_token] = instance_id
             # Saved before the agent starts: a crash from here on is repaired by a retried
             # launch with the same token (see _start_agent).
             self.store.save()
-            self._start_agent(rec, req.agent_env)
+            if not rec.boot_failed:
+                self._start_agent(rec, req.agent_env)
             return 201, self.view(rec)
+
+    def _full_reason(self, key: OfferKey) -> str | None:
+        """Why ``key`` has no capacity left now (caller holds the lock), or ``None``."""
+        running = self.running_counts()[key]
+        left = self.market.capacity_left(key, self.market_s(), running)
+        if left is None or left > 0:
+            return None
+        return (f"no capacity left: {running} instance(s) of {key.series()} not yet "
+                "terminated fill the offer")
 
     def _agent_env(self, rec: InstanceRecord, agent_env: dict[str, str]) -> dict[str, str]:
         # An instance is a fresh machine: it gets only what any machine has (paths, locale,
@@ -285,8 +314,10 @@ class ReplayCloud:
 
     # ----- background -----------------------------------------------------------------------
     def tick(self) -> None:
-        """One reclaimer pass: issue notices for spot instances whose capacity is gone, reclaim
-        the ones whose notice time passed, finish shutdowns, reap children, forget old records.
+        """One reclaimer pass: issue notices for spot instances whose capacity is gone (trace
+        at 0: all of the offer's; count below the instances there: the excess, see
+        :meth:`_excess`), reclaim the ones whose notice time passed, finish shutdowns, reap
+        children, forget old records.
         """
         now = self.now()
         market_s = self.clock.market_s(now)
@@ -295,9 +326,10 @@ class ReplayCloud:
             for child in list(self._children.values()):
                 child.poll()
             data = self.store.data
+            excess = self._excess(market_s)
             for rec in list(data.instances.values()):
                 try:
-                    changed |= self._tick_one(rec, now, market_s)
+                    changed |= self._tick_one(rec, now, market_s, rec.id in excess)
                 except Exception:
                     # One broken record must not stop the reclaimer for every other instance;
                     # logged once per record, as the pass repeats every second.
@@ -313,7 +345,28 @@ class ReplayCloud:
             if changed:
                 self.store.save()
 
-    def _tick_one(self, rec: InstanceRecord, now: datetime, market_s: float) -> bool:
+    def _excess(self, market_s: float) -> set[str]:
+        """Ids of spot instances to warn now because their offer's capacity (trace count,
+        ``instances``) dropped below the instances not yet terminated there (caller holds the
+        lock). Those already warned or shutting down count toward the excess; the rest are
+        chosen newest launched first (ties: the larger id), so the oldest keep running."""
+        by_key: dict[OfferKey, list[InstanceRecord]] = {}
+        for rec in self.store.data.instances.values():
+            if rec.offer.market is Market.SPOT and rec.state is not InstanceState.TERMINATED:
+                by_key.setdefault(rec.offer, []).append(rec)
+        out: set[str] = set()
+        for key, recs in by_key.items():
+            limit = self.market.capacity_limit(key, market_s)
+            if limit is None or len(recs) <= limit:
+                continue
+            staying = [r for r in recs if r.notice is None and not r.state.is_gone()]
+            need = len(recs) - limit - (len(recs) - len(staying))
+            staying.sort(key=lambda r: (r.launched_at or self.now(), r.id), reverse=True)
+            out.update(r.id for r in staying[:max(0, need)])
+        return out
+
+    def _tick_one(self, rec: InstanceRecord, now: datetime, market_s: float,
+                  excess: bool = False) -> bool:
         if rec.state is InstanceState.TERMINATED:
             return False
         if rec.state is InstanceState.SHUTTING_DOWN:
@@ -328,7 +381,8 @@ class ReplayCloud:
                 self._mark_terminated(rec, REASON_PREEMPTED)
                 return True
             return False
-        if rec.offer.market is Market.SPOT and self.unavailable_reason(rec.offer) is not None:
+        if rec.offer.market is Market.SPOT and (
+                excess or self.unavailable_reason(rec.offer) is not None):
             notice = self.notice_of(rec)
             if notice.style == "none":
                 # No warning at all: the instance just stops, the agent and job with it.

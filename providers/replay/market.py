@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from providers.replay.schema import (
     MarketSpec,
     NoticeSpec,
     OfferSpec,
+    TraceFileSpec,
 )
 from providers.replay.timeline import (
     AvailabilityTrace,
@@ -78,10 +80,13 @@ class ReplayOffer(GpuMachine):
     """One instance type in one zone (:class:`GpuMachine`) of ``provider``, with its on-demand
     and/or spot market.
 
-    Prices are USD/hour. ``trace`` (spot only) says when spot capacity exists; ``None`` means
-    always. ``spot_prices`` is the spot price over market time. ``interruption_risk`` is the
-    spot market's: the file's value, else derived from the trace, else 0. ``speed`` is how
-    fast jobs run on it relative to the host (exported to them as ``SCHED_REPLAY_SPEED``).
+    Prices are USD/hour. ``trace`` (spot only) counts the spot instances available over
+    market time; ``None`` means always available, unbounded. ``spot_prices`` is the spot price
+    over market time. ``interruption_risk`` is the spot market's: the file's value, else
+    derived from the trace, else 0. ``speed`` is how fast jobs run on it relative to the host
+    (exported to them as ``SCHED_REPLAY_SPEED``). ``instances`` caps each market at that many
+    instances at once (``None``: no cap); ``boot_failures`` is how many first launches of each
+    market never boot (see :mod:`providers.replay.schema`).
     """
 
     provider: str
@@ -91,6 +96,8 @@ class ReplayOffer(GpuMachine):
     trace: AvailabilityTrace | None = None
     notice: Notice | None = None
     speed: float = 1.0
+    instances: int | None = None
+    boot_failures: int = 0
 
     def key(self, market: Market) -> OfferKey:
         """The offer key of this offer in ``market``."""
@@ -120,8 +127,24 @@ class ReplayOffer(GpuMachine):
             return self.interruption_risk
         return self.trace.interruption_risk() if self.trace else 0.0
 
-    def to_offer(self, market: Market, market_s: float, observed_at: datetime) -> Offer:
-        """The :class:`Offer` for ``market`` at market time ``market_s``."""
+    def capacity_limit(self, market: Market, market_s: float) -> int | None:
+        """How many instances ``market`` can run at once at ``market_s``: the spot trace's
+        count, ``instances``, the smaller of both, or ``None`` (unbounded) with neither. A
+        0/1 availability trace bounds spot only where it reads 0 (no capacity); its 1s leave
+        the count to ``instances`` (:attr:`AvailabilityTrace.counts_instances`)."""
+        bounds = [self.instances] if self.instances is not None else []
+        if market is Market.SPOT and self.trace is not None:
+            count = self.trace.count_at(market_s)
+            if count == 0 or self.trace.counts_instances:
+                bounds.append(count)
+        return min(bounds) if bounds else None
+
+    def to_offer(self, market: Market, market_s: float, observed_at: datetime,
+                 running: int = 0) -> Offer:
+        """The :class:`Offer` for ``market`` at market time ``market_s``, while ``running``
+        of its instances are not yet terminated: ``capacity`` is
+        :meth:`capacity_limit` minus ``running`` (never below 0), ``None`` when unbounded."""
+        limit = self.capacity_limit(market, market_s)
         return Offer(
             provider=self.provider, **machine_of(self), market=market,
             price_usd_per_hour=self.price_at(market, market_s),
@@ -130,13 +153,16 @@ class ReplayOffer(GpuMachine):
             interruption_notice_s=self.notice.seconds
             if market is Market.SPOT and self.notice is not None else None,
             observed_at=observed_at,
+            capacity=None if limit is None else max(0, limit - running),
         )
 
 
 @dataclass
 class ReplayMarket:
     """A loaded market. ``time_scale``: market s per wall s; ``notice_seconds``: wall seconds
-    from notice to reclaim; ``start_offset_hours``: market time at the clock's epoch."""
+    from notice to reclaim; ``start_offset_hours``: market time at the clock's epoch;
+    ``agent_start_timeout_s``: how long the scheduler waits for an agent's first report
+    (``None``: the provider's default)."""
 
     name: str
     path: Path
@@ -144,6 +170,7 @@ class ReplayMarket:
     notice_seconds: float
     start_offset_hours: float
     offers: list[ReplayOffer]
+    agent_start_timeout_s: float | None = None
     _by_key: dict[OfferKey, ReplayOffer] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -175,7 +202,8 @@ class ReplayMarket:
         return offer.notice or default_notice(offer.provider, self.notice_seconds)
 
     def unavailable_reason(self, key: OfferKey, market_s: float) -> str | None:
-        """Why ``key`` cannot be launched at ``market_s``, or ``None`` when it can."""
+        """Why ``key`` cannot be launched at ``market_s`` whatever runs there (unknown offer,
+        spot trace at 0; a full offer is :meth:`capacity_left`'s), or ``None``."""
         offer = self.find(key)
         if offer is None:
             return f"unknown offer {key.series()}"
@@ -183,13 +211,31 @@ class ReplayMarket:
             return "spot capacity reclaimed (availability trace reads 0)"
         return None
 
-    def offers_at(self, market_s: float, observed_at: datetime) -> list[Offer]:
-        """Offers rentable at ``market_s``: spot offers whose trace reads 0 are left out."""
+    def capacity_limit(self, key: OfferKey, market_s: float) -> int | None:
+        """How many instances of ``key`` can run at once at ``market_s``
+        (:meth:`ReplayOffer.capacity_limit`); ``None`` when unbounded or the offer unknown."""
+        offer = self.find(key)
+        return offer.capacity_limit(key.market, market_s) if offer is not None else None
+
+    def capacity_left(self, key: OfferKey, market_s: float, running: int) -> int | None:
+        """Instances of ``key`` launchable at ``market_s`` while ``running`` of its instances
+        are not yet terminated (never below 0); ``None`` when unbounded or unknown."""
+        limit = self.capacity_limit(key, market_s)
+        return None if limit is None else max(0, limit - running)
+
+    def offers_at(self, market_s: float, observed_at: datetime,
+                  running: Mapping[OfferKey, int] | None = None) -> list[Offer]:
+        """Offers rentable at ``market_s``: spot offers whose trace reads 0 are left out; each
+        carries its ``capacity`` given ``running`` (offer key → instances not yet terminated;
+        none when omitted). A full offer is listed, with capacity 0."""
+        running = running or {}
         out = []
         for offer in self.offers:
             for market in offer.markets():
-                if self.unavailable_reason(offer.key(market), market_s) is None:
-                    out.append(offer.to_offer(market, market_s, observed_at))
+                key = offer.key(market)
+                if self.unavailable_reason(key, market_s) is None:
+                    out.append(offer.to_offer(market, market_s, observed_at,
+                                              running.get(key, 0)))
         return out
 
     def price_observations(
@@ -258,6 +304,7 @@ def _offer_from_spec(spec: OfferSpec, notice_seconds: float) -> ReplayOffer:
         on_demand_price_usd_per_hour=spec.on_demand_price_usd_per_hour, spot_prices=spot,
         interruption_risk=spec.interruption_risk,
         notice=resolve_notice(spec.notice, spec.provider, notice_seconds), speed=spec.speed,
+        instances=spec.instances, boot_failures=spec.boot_failures,
     )
 
 
@@ -305,16 +352,21 @@ class _TraceCache:
     def __init__(self, market_path: Path) -> None:
         self.market_path = market_path
         self.base_dir = market_path.parent
-        self._loaded: dict[Path, AvailabilityTrace] = {}
+        self._loaded: dict[tuple[Path, str | None, float | None], AvailabilityTrace] = {}
 
-    def get(self, raw: str, field_name: str) -> AvailabilityTrace:
+    def get(self, raw: str | TraceFileSpec, field_name: str, time_unit: str | None = None,
+            gap_seconds: float | None = None) -> AvailabilityTrace:
+        if isinstance(raw, TraceFileSpec):
+            raw, time_unit, gap_seconds = raw.path, raw.time_unit, raw.gap_seconds
         path = expand_path(raw, self.base_dir)
-        if path not in self._loaded:
+        cache_key = (path, time_unit, gap_seconds)
+        if cache_key not in self._loaded:
             try:
-                self._loaded[path] = load_trace(path)
+                self._loaded[cache_key] = load_trace(path, time_unit=time_unit,
+                                                     gap_seconds=gap_seconds)
             except TraceError as exc:
                 raise MarketError(f"{self.market_path}: {field_name}: {exc}") from None
-        return self._loaded[path]
+        return self._loaded[cache_key]
 
 
 def _build_offers(spec: MarketSpec, path: Path) -> list[ReplayOffer]:
@@ -340,7 +392,8 @@ def _build_offers(spec: MarketSpec, path: Path) -> list[ReplayOffer]:
                 f"{path}: traces[{i}]: no spot offer has instance_type "
                 f"{trace_spec.instance_type!r} in zone {trace_spec.zone!r}"
             )
-        trace = traces.get(trace_spec.path, f"traces[{i}].path")
+        trace = traces.get(trace_spec.path, f"traces[{i}].path", trace_spec.time_unit,
+                           trace_spec.gap_seconds)
         for offer in matched:
             if offer.trace is None:
                 offer.trace = trace
@@ -378,5 +431,5 @@ def load_market(path: str | Path) -> ReplayMarket:
     return ReplayMarket(
         name=spec.name, path=path, time_scale=spec.time_scale,
         notice_seconds=spec.notice_seconds, start_offset_hours=spec.start_offset_hours,
-        offers=offers,
+        offers=offers, agent_start_timeout_s=spec.agent_start_timeout_s,
     )

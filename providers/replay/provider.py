@@ -22,12 +22,13 @@ ReplayProvider)`` for them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.models import Instance, Offer, OfferKey, PriceObservation, utcnow
+from core.models import Instance, InstanceState, Offer, OfferKey, PriceObservation, utcnow
 from core.models.base import ensure_utc
 from providers.base import Compute, LaunchRequest, Renames
 from providers.errors import CapacityError, NotFoundError, ProviderError, QuotaError
@@ -102,7 +103,8 @@ class ReplayProvider(Compute, Renames):
 
     @property
     def agent_start_timeout_s(self) -> float:
-        return AGENT_START_TIMEOUT_S
+        """The market file's ``agent_start_timeout_s``, else :data:`AGENT_START_TIMEOUT_S`."""
+        return self.market.agent_start_timeout_s or AGENT_START_TIMEOUT_S
 
     @property
     def renamed(self) -> dict[str, str]:
@@ -132,7 +134,9 @@ class ReplayProvider(Compute, Renames):
     # ----- Compute ---------------------------------------------------------------------------
     def _list_offers(self) -> list[Offer]:
         """Offers rentable now (``GET /offers``): every on-demand offer, and spot offers whose
-        availability trace reads 1 at the current market time, priced at that time.
+        availability trace reads 1 or more at the current market time, priced at that time,
+        each with its ``capacity`` left (``None``: unbounded; see
+        :mod:`providers.replay.schema`).
 
         Raises ``TransientError`` when the cloud cannot be reached or started.
         """
@@ -154,8 +158,9 @@ class ReplayProvider(Compute, Renames):
 
         Idempotent on ``request.client_token``: a repeat returns the first instance (and
         restarts its agent if the cloud died before starting it). Returns a ``running``
-        instance. Raises ``CapacityError`` (code ``InsufficientInstanceCapacity``) when the
-        spot offer's trace reads 0 now, ``ProviderError`` for an unknown offer or a token reused
+        instance (``pending`` forever for a launch the market's ``boot_failures`` never boots).
+        Raises ``CapacityError`` (code ``InsufficientInstanceCapacity``) when the spot offer's
+        trace reads 0 now or the offer's capacity is taken, ``ProviderError`` for an unknown offer or a token reused
         for another offer, ``TransientError`` when the cloud is unreachable.
         """
         body = {
@@ -206,17 +211,20 @@ class ReplayProvider(Compute, Renames):
         """The offers :meth:`list_offers` would return now, without starting the cloud: asked
         of the cloud when one runs for this state dir, else computed from the market file at
         the market clock of ``state.json`` (at the market's start when no cloud ever ran here,
-        as the first cloud's clock starts when it does). For planning without a daemon."""
+        as the first cloud's clock starts when it does), capacities net of the instances
+        ``state.json`` holds not yet terminated. For planning without a daemon."""
         if running_cloud_url(self.state_dir):
             return self.list_offers()
         now = utcnow()
         try:
-            epoch = CloudStateData.model_validate_json(
-                (self.state_dir / STATE_FILE).read_bytes()).epoch_wall
+            state = CloudStateData.model_validate_json((self.state_dir / STATE_FILE).read_bytes())
         except (OSError, ValueError):
-            epoch = now
-        return [self._shown(o)
-                for o in self.market.offers_at(self.market.clock(epoch).market_s(now), now)]
+            state = None
+        epoch = state.epoch_wall if state is not None else now
+        running = Counter(r.offer for r in (state.instances.values() if state else ())
+                          if r.state is not InstanceState.TERMINATED)
+        market_s = self.market.clock(epoch).market_s(now)
+        return [self._shown(o) for o in self.market.offers_at(market_s, now, running)]
 
     def cloud_url(self) -> str:
         """Base URL of the cloud process, starting it if needed."""

@@ -7,6 +7,7 @@
     time_scale: 60                 # market seconds per wall second (default 1)
     notice_seconds: 10             # wall seconds from a preemption notice to the reclaim (120)
     start_offset_hours: 0          # market time (hours into the traces) at the epoch (0)
+    agent_start_timeout_s: 300     # optional: how long the scheduler waits for an agent (300)
     offers:                        # offers written down by hand
       - provider: aws              # default "replay"
         region: us-east-1
@@ -21,6 +22,9 @@
         spot_price_usd_per_hour: 0.19           # optional: no spot market when absent
         interruption_risk: 0.05                 # optional; else derived from the trace
         availability_trace: markets/a.json      # optional; spot only; none = always available
+        # or, for a CSV step trace: {path: t.csv, time_unit: hours, gap_seconds: 60}
+        instances: 16                           # optional: a fixed pool per market (unbounded)
+        boot_failures: 1                        # optional: first N launches never boot (0)
         spot_price_series:                      # optional price steps (market hours)
           - {at_hours: 4, price: 0.21}
         notice: {style: azure, seconds: 30}     # optional, see below
@@ -35,8 +39,35 @@
         speed: 0.375               # optional, for every offer of the catalog (1)
     traces:                        # availability traces for spot offers (any source)
       - {instance_type: p3.2xlarge, zone: usw2-az1, path: ..., provider: aws}   # provider optional
+      # CSV step traces take time_unit and gap_seconds here too (see below)
 
 Every offer needs at least one of the two prices.
+
+**Capacity.** A trace that counts instances (some tick reads more than 1, as Bamboo's and the
+multi-node traces do; :mod:`providers.replay.timeline`) lets a spot offer run at most the
+trace's count at once; a 0/1 availability trace (the 1-node probes) bounds it only where it
+reads 0 (its 1 says the probe ran, not that one instance was all there was); and
+``instances: K`` caps each of the offer's markets (on-demand and spot each) at K instances at
+once; with both, the smaller bound holds. An offer lists ``capacity`` = that bound minus its
+instances not yet terminated (pending, running or shutting down; never below 0), or ``None``
+with neither (unbounded, as a cloud whose own limit decides at launch). A launch beyond it is
+refused as a stockout (``409 InsufficientInstanceCapacity``, ``CapacityError``). When a spot
+trace's count drops below the instances running, the excess is reclaimed as a count of 0
+reclaims them all: a notice in the offer's style, then terminated as preempted. The
+**newest launched** are reclaimed first (ties: the larger instance id); instances already
+warned or shutting down count toward the excess.
+
+**Trace files.** ``availability_trace`` (and ``traces[].path``) is a ``cbl_spot_traces`` JSON
+file or a CSV step trace (``.csv``, Bamboo's ``time,running_spot_instances``). A CSV is
+resampled onto ``gap_seconds`` (60) ticks, each holding the count in force at its start;
+``time_unit`` (``hours``, default, or ``seconds``) is the unit of a CSV without a header (the
+Bamboo files without ``_scaled`` in their name count seconds); see
+:func:`providers.replay.timeline.load_trace`.
+
+``boot_failures: N`` is a fault for tests and demos: the first N instances launched in each of
+the offer's markets are a launch the cloud accepted but never booted. They stay ``pending``
+(no agent ever starts, a retried launch with their client token does not start one) and
+hold capacity until terminated. Counted over the cloud's whole life (its state file).
 
 ``speed`` is how fast a job runs on the offer, relative to the machine the replay runs on
 (1: as fast; 0.5: half as fast; between :data:`MIN_SPEED` and :data:`MAX_SPEED`). The replayed
@@ -95,6 +126,19 @@ class PricePointSpec(StrictModel):
     price: float = Field(ge=0)
 
 
+TimeUnit = Literal["hours", "seconds"]
+
+
+class TraceFileSpec(StrictModel):
+    """An availability trace file and, for a CSV step trace, how to read it: ``time_unit``
+    of a header-less file (``None``: hours) and ``gap_seconds`` of the resampled ticks
+    (``None``: :data:`providers.replay.timeline.DEFAULT_CSV_GAP_S`)."""
+
+    path: str = Field(min_length=1)
+    time_unit: TimeUnit | None = None
+    gap_seconds: float | None = Field(default=None, gt=0)
+
+
 class OfferSpec(StrictModel):
     """One hand-written offer: an instance type in one zone, on-demand and/or spot."""
 
@@ -110,7 +154,9 @@ class OfferSpec(StrictModel):
     on_demand_price_usd_per_hour: float | None = Field(default=None, ge=0)
     spot_price_usd_per_hour: float | None = Field(default=None, ge=0)
     interruption_risk: float | None = Field(default=None, ge=0, le=1)
-    availability_trace: str | None = None
+    availability_trace: str | TraceFileSpec | None = None
+    instances: int | None = Field(default=None, ge=0)
+    boot_failures: int = Field(default=0, ge=0)
     spot_price_series: list[PricePointSpec] = Field(default_factory=list)
     notice: NoticeSpec | None = None
     speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED)
@@ -156,6 +202,8 @@ class TraceSpec(StrictModel):
     zone: str = Field(min_length=1)
     path: str = Field(min_length=1)
     provider: str | None = None
+    time_unit: TimeUnit | None = None
+    gap_seconds: float | None = Field(default=None, gt=0)
 
 
 class MarketSpec(StrictModel):
@@ -166,6 +214,7 @@ class MarketSpec(StrictModel):
     time_scale: float = Field(default=1.0, gt=0)
     notice_seconds: float = Field(default=DEFAULT_NOTICE_SECONDS, ge=0, le=MAX_NOTICE_SECONDS)
     start_offset_hours: float = Field(default=0.0, ge=0)
+    agent_start_timeout_s: float | None = Field(default=None, gt=0)
     offers: list[OfferSpec] = Field(default_factory=list)
     catalogs: list[CatalogSpec] = Field(default_factory=list)
     traces: list[TraceSpec] = Field(default_factory=list)

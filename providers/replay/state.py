@@ -32,8 +32,10 @@ DEFAULT_IDLE_EXIT_S = 900.0
 class InstanceRecord(Instance):
     """One instance as the cloud stores it: the public :class:`Instance` fields plus the agent
     process (``pid`` = its process group, ``pid_marker`` = its start time, to survive pid reuse),
-    its work dir, when a terminate was asked for (``shutdown_at``) and when its agent approved
-    its preemption (``notice_approved_at``, Azure's Scheduled Events)."""
+    its work dir, when a terminate was asked for (``shutdown_at``), when its agent approved
+    its preemption (``notice_approved_at``, Azure's Scheduled Events) and whether it is a
+    launch that never boots (``boot_failed``: the offer's ``boot_failures``; no agent ever
+    starts)."""
 
     # A state file written by a newer cloud may hold fields this one does not know.
     model_config = ConfigDict(extra="ignore")
@@ -44,6 +46,7 @@ class InstanceRecord(Instance):
     pid: int | None = None
     pid_marker: str | None = None
     agent_starts: int = 0
+    boot_failed: bool = False
     work_dir: str
 
     def to_instance(self) -> Instance:
@@ -54,7 +57,8 @@ class InstanceRecord(Instance):
 class CloudStateData(BaseModel):
     """The whole state file. ``epoch_wall`` anchors the market clock; ``port`` is reused by
     every restart; ``tokens`` maps client token → instance id; ``secret`` signs metadata
-    tokens (hex)."""
+    tokens (hex); ``launches`` counts the launches of each offer series ever made (for
+    ``boot_failures``; unlike records, never forgotten)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -65,6 +69,7 @@ class CloudStateData(BaseModel):
     secret: str = Field(default_factory=lambda: secrets.token_hex(32))
     instances: dict[str, InstanceRecord] = Field(default_factory=dict)
     tokens: dict[str, str] = Field(default_factory=dict)
+    launches: dict[str, int] = Field(default_factory=dict)
 
 
 class StateStore:

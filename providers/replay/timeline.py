@@ -7,12 +7,17 @@ of every price series). The clock maps wall time to market time::
 
 ``epoch_wall`` is fixed when the cloud process first starts and persisted, so a restarted cloud
 keeps the same clock.
+
+**Availability traces** count spot instances per tick (:class:`AvailabilityTrace`). Two file
+formats load (:func:`load_trace`): ``cbl_spot_traces`` JSON (its own fixed gap) and Bamboo's
+``time,running_spot_instances`` CSV step traces, resampled onto a fixed gap.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,10 +25,18 @@ from pathlib import Path
 from core.models.base import ensure_utc
 
 SECONDS_PER_30_DAYS = 30 * 86400
+# Bamboo's step traces change at any second; one minute keeps every step of the 2020 traces
+# longer than a minute (most are) while a 4-day trace stays ~6,000 ticks.
+DEFAULT_CSV_GAP_S = 60.0
+# A CSV's header names its time unit; without one the unit is the caller's (default hours, as
+# shared/data/README.md documents the Bamboo files).
+CSV_TIME_COLUMNS = {"time_hours": 3600.0, "time_h": 3600.0, "time_seconds": 1.0, "time_s": 1.0}
+TIME_UNITS_S = {"hours": 3600.0, "seconds": 1.0}
 
 
 class TraceError(ValueError):
-    """A trace file is missing or not in the ``cbl_spot_traces`` format."""
+    """A trace file is missing or malformed; the message names the file (and the line of a
+    CSV)."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +65,12 @@ class MarketClock:
 
 @dataclass(frozen=True)
 class AvailabilityTrace:
-    """A spot availability trace in the ``cbl_spot_traces`` format.
+    """A spot availability trace: instance counts on a fixed gap.
 
     ``data[i]`` is the number of spot instances available during tick ``i``, i.e. during market
     seconds ``[i * gap_seconds, (i + 1) * gap_seconds)``. Polarity: **1 (or more) = available,
-    0 = preempted/unavailable**. Past its end the trace loops.
+    0 = preempted/unavailable**; a count above 1 is how many instances of the offer can run at
+    once (1-node traces only ever read 0 or 1). Past its end the trace loops.
     """
 
     data: tuple[int, ...]
@@ -72,9 +86,20 @@ class AvailabilityTrace:
         """Index into ``data`` for ``market_s`` (the trace loops; negative times wrap too)."""
         return int(market_s // self.gap_seconds) % len(self.data)
 
+    def count_at(self, market_s: float) -> int:
+        """Spot instances available at ``market_s`` (the count of its tick; >= 0)."""
+        return self.data[self.tick(market_s)]
+
+    @property
+    def counts_instances(self) -> bool:
+        """Whether the trace counts instances (some tick reads more than 1), rather than
+        probing one instance's availability (0/1, as the 1-node Can't-Be-Late traces do: a
+        1 there says the probe ran, not that only one instance could)."""
+        return max(self.data, default=0) > 1
+
     def is_available(self, market_s: float) -> bool:
-        """True when the trace says spot capacity exists at ``market_s``."""
-        return self.data[self.tick(market_s)] >= 1
+        """True when the trace says spot capacity exists at ``market_s`` (count >= 1)."""
+        return self.count_at(market_s) >= 1
 
     def drop_count(self) -> int:
         """Number of available→unavailable transitions in one loop, counting the wrap-around
@@ -90,21 +115,57 @@ class AvailabilityTrace:
         return min(1.0, self.drop_count() * SECONDS_PER_30_DAYS / self.duration_s)
 
 
-def load_trace(path: str | Path) -> AvailabilityTrace:
-    """Read a ``cbl_spot_traces`` JSON file.
+def load_trace(path: str | Path, *, time_unit: str | None = None,
+               gap_seconds: float | None = None) -> AvailabilityTrace:
+    """Read an availability trace: ``cbl_spot_traces`` JSON, or a CSV step trace (``.csv``).
 
-    Format: ``{"metadata": {"gap_seconds": N}, "data": [k0, k1, ...]}`` where ``k`` is the number
-    of spot instances available at that tick: **1 = available, 0 = preempted/unavailable** (some
-    third-party copies use the opposite polarity; this loader expects the source's).
+    **JSON** (``cbl_spot_traces``): ``{"metadata": {"gap_seconds": N}, "data": [k0, k1, ...]}``
+    where ``k`` is the number of spot instances available at that tick: **1 = available, 0 =
+    preempted/unavailable** (some third-party copies use the opposite polarity; this loader
+    expects the source's). ``time_unit`` and ``gap_seconds`` do not apply.
 
-    Raises ``TraceError`` naming the file when it is missing, not JSON, or malformed.
+    **CSV** (Bamboo, ``bamboo_aws_2020-11``): rows ``time,running_spot_instances`` (optional
+    header ``time_hours,...`` or ``time_seconds,...``; CRLF and blank lines are fine). Each row
+    sets the count from its time on; the first row is at time 0, times never decrease, and two
+    rows at one time draw a vertical step (the later one holds). Resampled onto
+    ``gap_seconds`` (default :data:`DEFAULT_CSV_GAP_S`): **tick i holds the count in force at
+    the tick's start**, market second ``i * gap_seconds`` (a step shorter than the gap may be
+    skipped). The trace spans ``ceil(last time / gap)`` ticks (at least one), then loops.
+
+    Args:
+        path: the trace file.
+        time_unit: CSV only: ``"hours"`` or ``"seconds"`` for a CSV without a header (default
+            hours, the data README's format; the Bamboo files without ``_scaled`` in their
+            name count seconds). A header's unit must agree.
+        gap_seconds: CSV only: the tick length (> 0).
+
+    Raises:
+        TraceError: naming the file (and a CSV's line) when it is missing, unreadable or
+            malformed, or when ``time_unit``/``gap_seconds`` are given for a JSON trace.
     """
     path = Path(path)
+    if time_unit is not None and time_unit not in TIME_UNITS_S:
+        raise TraceError(f"{path}: time_unit: got {time_unit!r}; use hours or seconds")
+    if gap_seconds is not None and not gap_seconds > 0:
+        raise TraceError(f"{path}: gap_seconds: got {gap_seconds!r}; must be > 0")
     try:
-        raw = json.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise TraceError(f"{path}: trace file not found") from None
     except (OSError, ValueError) as exc:
+        raise TraceError(f"{path}: cannot read trace: {exc}") from None
+    if path.suffix.lower() == ".csv":
+        return _csv_trace(path, text, time_unit, gap_seconds or DEFAULT_CSV_GAP_S)
+    if time_unit is not None or gap_seconds is not None:
+        raise TraceError(f"{path}: time_unit and gap_seconds apply to CSV step traces only "
+                         "(a JSON trace gives metadata.gap_seconds)")
+    return _json_trace(path, text)
+
+
+def _json_trace(path: Path, text: str) -> AvailabilityTrace:
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
         raise TraceError(f"{path}: cannot read trace: {exc}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("metadata"), dict):
         raise TraceError(f"{path}: expected {{'metadata': {{'gap_seconds': N}}, 'data': [...]}}")
@@ -118,6 +179,54 @@ def load_trace(path: str | Path) -> AvailabilityTrace:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise TraceError(f"{path}: data[{i}]: got {value!r}; must be an integer >= 0")
     return AvailabilityTrace(data=tuple(data), gap_seconds=float(gap), source=str(path))
+
+
+def _csv_rows(path: Path, text: str, time_unit: str | None) -> list[tuple[float, int]]:
+    """``(market second, count)`` per row, checked; the header (if any) fixes the unit."""
+    unit_s = TIME_UNITS_S[time_unit or "hours"]
+    rows: list[tuple[float, int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        cells = [c.strip() for c in line.split(",")]
+        if cells == [""]:
+            continue
+        where = f"{path}:{number}"
+        if len(cells) != 2:
+            raise TraceError(f"{where}: expected 'time,running_spot_instances', got {line!r}")
+        if not rows and cells[0].lower() in CSV_TIME_COLUMNS:
+            header_s = CSV_TIME_COLUMNS[cells[0].lower()]
+            if time_unit is not None and TIME_UNITS_S[time_unit] != header_s:
+                raise TraceError(f"{where}: header {cells[0]!r} disagrees with time_unit "
+                                 f"{time_unit!r}")
+            unit_s = header_s
+            continue
+        try:
+            at = float(cells[0])
+        except ValueError:
+            raise TraceError(f"{where}: time: got {cells[0]!r}; must be a number") from None
+        if not math.isfinite(at) or at < 0:
+            raise TraceError(f"{where}: time: got {cells[0]!r}; must be a finite number >= 0")
+        if not cells[1].isdigit():
+            raise TraceError(f"{where}: running_spot_instances: got {cells[1]!r}; must be an "
+                             "integer >= 0")
+        at_s = at * unit_s
+        if not rows and at_s != 0:
+            raise TraceError(f"{where}: the first row must be at time 0, got {cells[0]!r}")
+        if rows and at_s < rows[-1][0]:
+            raise TraceError(f"{where}: time {cells[0]!r} is before the previous row's")
+        rows.append((at_s, int(cells[1])))
+    if not rows:
+        raise TraceError(f"{path}: no rows: expected 'time,running_spot_instances' lines")
+    return rows
+
+
+def _csv_trace(path: Path, text: str, time_unit: str | None,
+               gap_s: float) -> AvailabilityTrace:
+    rows = _csv_rows(path, text, time_unit)
+    ticks = max(1, math.ceil(rows[-1][0] / gap_s))
+    times = [at for at, _ in rows]
+    # bisect_right: of rows at the same time, the last one is in force from that time on.
+    data = tuple(rows[bisect.bisect_right(times, i * gap_s) - 1][1] for i in range(ticks))
+    return AvailabilityTrace(data=data, gap_seconds=float(gap_s), source=str(path))
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ DEFAULT_SERVER_URL = "https://console.vast.ai"
 MIN_BID_USD_PER_HOUR, MAX_BID_USD_PER_HOUR = 0.001, 128.0
 # docs.vast.ai "create instance": image at most 1024 characters, disk at least 8 GB.
 IMAGE_MAX_CHARS, MIN_DISK_GIB = 1024, 8.0
-_COUNTRY_RE = re.compile(r"^[A-Z]{2}$")
-_GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+_COUNTRY_RE = re.compile(r"^[A-Z]{2}\Z")
+_GPU_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*\Z")
 
 
 class BidPolicy(StrictModel):
@@ -135,6 +135,6 @@ class VastSettings(StrictModel):
     @field_validator("server_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        if not re.match(r"^https?://[^\s/]+(/\S*)?\Z", value):
             raise ValueError("must be an http(s):// URL")
         return value.rstrip("/")

@@ -1,4 +1,5 @@
-"""The user's command: started in its own process group, output captured line by line."""
+"""The user's command: started in its own process group (as the job user where there is one,
+see :mod:`scheduler.agent.job_user`), output captured line by line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from core.models import JobSpec
+from scheduler.agent.job_user import JobUser
 from scheduler.secrets import STORE_ENV_NAMES
 from scheduler.timing import AGENT_KILL_WAIT_S, AGENT_OUTPUT_DRAIN_S
 
@@ -96,9 +98,9 @@ class JobProcess:
     """A running command. Use :meth:`start`.
 
     The command runs as ``/bin/sh -c COMMAND`` in a new process group (its id is the shell's
-    pid, and signals to the group reach everything it started) inside the agent's session. stdout and stderr are
-    merged; every line is appended to ``log_path`` and passed to ``on_line``. Methods are meant
-    for one controlling thread.
+    pid, and signals to the group reach everything it started) inside the agent's session,
+    and is SIGKILLed if the agent dies. stdout and stderr are merged; every line is appended
+    to ``log_path`` and passed to ``on_line``. Methods are meant for one controlling thread.
     """
 
     def __init__(self, popen: subprocess.Popen[bytes], reader: threading.Thread) -> None:
@@ -107,20 +109,35 @@ class JobProcess:
 
     @classmethod
     def start(cls, command: str, cwd: Path, env: Mapping[str, str], log_path: Path,
-              on_line: Callable[[str], None]) -> JobProcess:
-        """Start ``command`` in ``cwd`` with exactly ``env``. Raises ``OSError`` if it cannot
-        be started (e.g. ``cwd`` missing)."""
+              on_line: Callable[[str], None], user: JobUser | None = None,
+              umask: int = -1) -> JobProcess:
+        """Start ``command`` in ``cwd`` with exactly ``env``.
+
+        - **user** (optional): run it as this user, with its own groups only (the agent must
+          be root); default the agent's user.
+        - **umask** (optional): the command's umask (the agent's own is 077); default the
+          agent's.
+
+        Raises ``OSError`` if it cannot be started (e.g. ``cwd`` missing or not the user's),
+        ``PermissionError`` included."""
+        as_user: dict = {}
+        if user is not None:
+            as_user = dict(user=user.uid, group=user.gid, extra_groups=list(user.groups))
         popen = subprocess.Popen(
             ["/bin/sh", "-c", command], cwd=cwd, env=dict(env),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             # Its own process group (signals reach the whole job) but the agent's session: on a
             # replayed market the session is the instance, so terminating it stops the job too.
-            process_group=0, preexec_fn=_die_with_agent, close_fds=True,
+            # _die_with_agent runs after the uid switch, which would clear a death signal
+            # set before it.
+            process_group=0, preexec_fn=_die_with_agent, close_fds=True, umask=umask,
+            **as_user,
         )
         reader = threading.Thread(target=_pump, args=(popen, log_path, on_line),
                                   name="job-output", daemon=True)
         reader.start()
-        logger.info("started job command (pid %d) in %s", popen.pid, cwd)
+        logger.info("started job command (pid %d) in %s%s", popen.pid, cwd,
+                    f" as user {user.name}" if user is not None else "")
         return cls(popen, reader)
 
     @property

@@ -20,6 +20,10 @@ every final report is sent only after the whole spool (:meth:`Reporter.send_fina
 one (connection failure, timeout, 5xx) is sent to the next at once, and the reporter stays with
 the replica that answered. Replicas share one Redis and one agent secret, so any of them takes
 any report.
+
+A gang node's reporter puts the node's ``rank`` in every report, and its address (rank 0: also
+the rendezvous port) from :meth:`Reporter.set_node` on; it keeps the gang roster from the
+first answer that carries one (:attr:`Reporter.roster`).
 """
 
 from __future__ import annotations
@@ -35,9 +39,15 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from scheduler.agent.retries import retrying
 from core.models import utcnow
-from core.models.agents import AgentAction, AgentCommand, AgentPhase, AgentReport
+from core.models.agents import (
+    AgentAction,
+    AgentCommand,
+    AgentPhase,
+    AgentReport,
+    GangRoster,
+)
+from scheduler.agent.retries import retrying
 from scheduler.timing import REPORT_CONNECT_TIMEOUT_S, REPORT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
@@ -79,7 +89,11 @@ class Reporter:
     - **api_url**: daemon base URL, or several comma-separated (replicas, tried in turn).
       **token**: bearer token (never logged).
     - **instance_id**, **job_id**, **attempt**: who is reporting.
+    - **rank** (optional): which node of a gang; default 0 (also a one-node job's).
     - **transport** (optional): an httpx transport, for tests.
+
+    **roster**: the gang roster of the first answer that carried one (``None`` before, and
+    always for a one-node job).
 
     :meth:`add_line` may be called from any thread; the send methods from one thread only.
     """
@@ -87,8 +101,10 @@ class Reporter:
     def __init__(self, api_url: str, token: str, instance_id: str, job_id: str, attempt: int,
                  transport: httpx.BaseTransport | None = None,
                  max_queued_lines: int = MAX_QUEUED_LINES,
-                 max_queued_bytes: int = MAX_QUEUED_BYTES) -> None:
-        self.job_id, self.attempt = job_id, attempt
+                 max_queued_bytes: int = MAX_QUEUED_BYTES, rank: int = 0) -> None:
+        self.job_id, self.attempt, self.rank = job_id, attempt, rank
+        self._node: dict[str, Any] = {}
+        self.roster: GangRoster | None = None
         self._path = f"/v1/agent/{instance_id}/report"
         self._urls = [u.strip().rstrip("/") for u in api_url.split(",") if u.strip()]
         if not self._urls:
@@ -109,6 +125,11 @@ class Reporter:
 
     def close(self) -> None:
         self._http.close()
+
+    def set_node(self, **fields: Any) -> None:
+        """Put ``fields`` (a gang node's ``address``, ``master_port``) in every report from
+        now on."""
+        self._node = dict(fields)
 
     def add_line(self, line: str) -> None:
         """Queue one output line (without its newline) for the next report; when the spool is
@@ -161,8 +182,9 @@ class Reporter:
         lines, first_seq, last_seq = self._batch()
         message = fields.pop("message", None)
         report = AgentReport(job_id=self.job_id, attempt=self.attempt, phase=phase, at=utcnow(),
-                             log_lines=lines, log_seq=first_seq,
-                             message=message[:2000] if message else None, **fields)
+                             log_lines=lines, log_seq=first_seq, rank=self.rank,
+                             message=message[:2000] if message else None,
+                             **{**self._node, **fields})
         answer = self._post_to_a_replica(report.model_dump(mode="json"))
         if not answer.is_success:
             code = answer.status_code
@@ -170,10 +192,13 @@ class Reporter:
                                      code in (408, 429))
         self._acknowledge(last_seq)
         try:
-            return AgentCommand.model_validate_json(answer.content)
+            command = AgentCommand.model_validate_json(answer.content)
         except ValidationError:
             logger.warning("daemon's answer is not an AgentCommand; continuing")
             return AgentCommand()
+        if command.gang is not None and self.roster is None:
+            self.roster = command.gang
+        return command
 
     def _post_to_a_replica(self, body: dict[str, Any]) -> httpx.Response:
         """POST ``body`` to the current replica, failing over to the next ones in turn while a

@@ -3,8 +3,15 @@
 One agent runs one attempt of one job on one instance, then exits:
 
 1. report ``starting``; unpack the job's code bundle (if any) into ``WORK_DIR/job``;
-2. report ``restoring``; restore the newest valid checkpoint into the checkpoint folder;
-3. start the command (see :mod:`scheduler.agent.job`); report ``running``;
+2. report ``restoring``; restore the newest valid checkpoint into the checkpoint folder
+   (steps 1 and 2 write the job folder as the job user where there is one, see
+   :mod:`scheduler.agent.job_user`);
+3. on a gang node (``GA_NNODES`` > 1, :mod:`scheduler.agent.gang`): report the node's
+   address (rank 0 also its rendezvous port) and heartbeat, every loop tick, until the daemon's
+   answer carries the gang's roster; a stop meanwhile ends the attempt ``checkpointed``
+   without starting the command;
+   start the command (see :mod:`scheduler.agent.job`; a gang node's with the rank
+   environment); report ``running``;
 4. every second: poll the preemption notice; every heartbeat: report (the answer may be
    ``stop``); every ``sync_interval_s``: commit the checkpoint folder if it changed; every
    ``GPU_SAMPLE_S``: read the GPUs (where NVML sees any, :mod:`scheduler.agent.gpus`).
@@ -15,7 +22,8 @@ One agent runs one attempt of one job on one instance, then exits:
    signal the job's group, wait ``grace_s`` (then SIGKILL), commit, acknowledge the notice
    once the commit landed (Azure's event approval), report ``checkpointed``;
    when the command exits by itself: commit (``final`` if it exited 0), report ``succeeded`` or
-   ``failed``.
+   ``failed``. Of a gang, only rank 0 commits (periodically and at the end); the other ranks
+   never upload, and report their final phase without a checkpoint.
 
 Exit status: 0 when the final report was delivered and the checkpoint landed, 1 otherwise,
 2 for a bad environment.
@@ -23,6 +31,7 @@ Exit status: 0 when the final report was delivered and the checkpoint landed, 1 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -31,23 +40,35 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from core.models import PreemptionNotice
+from core.models.agents import AgentAction, AgentPhase, GangRoster
+from core.models.work import GpuSample
+from scheduler.agent.gang import LocalNode
 from scheduler.agent.gpus import GpuSampler, GpuWindow, open_gpu_sampler
 from scheduler.agent.job import JobProcess, job_environment
+from scheduler.agent.job_user import (
+    WORK_DIR_MODE,
+    Isolation,
+    JobUserSync,
+    choose,
+    filesystem_identity,
+    is_non_dumpable,
+    restrict_umask,
+    set_non_dumpable,
+)
 from scheduler.agent.notices import AwsImdsNotices, NoticeSource, make_notice_source
 from scheduler.agent.progress import ProgressFile
 from scheduler.agent.reporter import Reporter
 from scheduler.agent.retries import retrying, store_error_is_transient
 from scheduler.agent.settings import AgentSettings
-from scheduler.agent.sync import CheckpointSync
+from scheduler.agent.sync import CheckpointSync, NoSync
 from scheduler.checkpoints import (
     ObjectStore,
     download_workdir,
     open_store,
     restore_latest,
 )
-from core.models import PreemptionNotice
-from core.models.agents import AgentAction, AgentPhase
-from core.models.work import GpuSample
+from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.secrets import redact_logs
 from scheduler.timing import AGENT_HEARTBEAT_S, AGENT_LOOP_TICK_S
 
@@ -62,22 +83,39 @@ class Agent:
 
     ``store``, ``notices`` and ``reporter`` default to the ones the settings name (tests may
     pass their own); ``gpus`` makes the GPU sampler (default: NVML's,
-    :func:`~scheduler.agent.gpus.open_gpu_sampler`; ``None`` from it: no GPU). Not reusable:
-    one instance, one run.
+    :func:`~scheduler.agent.gpus.open_gpu_sampler`; ``None`` from it: no GPU). ``isolation``
+    says who the command runs as (default: :func:`~scheduler.agent.job_user.choose` for the
+    settings, which logs it); ``job_umask`` is the command's umask (default: the agent's).
+    Not reusable: one instance, one run.
     """
 
     def __init__(self, settings: AgentSettings, store: ObjectStore | None = None,
                  notices: NoticeSource | None = None, reporter: Reporter | None = None,
-                 gpus: Callable[[], GpuSampler | None] = open_gpu_sampler) -> None:
+                 gpus: Callable[[], GpuSampler | None] = open_gpu_sampler,
+                 isolation: Isolation | None = None, job_umask: int = -1) -> None:
         self.settings = settings
         self.store = store if store is not None else open_store(settings.store_url)
+        self.isolation = isolation or choose(
+            settings.job_user, settings.work_dir,
+            local_store=isinstance(self.store, LocalObjectStore),
+            non_dumpable=is_non_dumpable())
+        self.job_umask = job_umask
         self.notices = notices or make_notice_source(settings.metadata_flavor,
                                                      settings.metadata_url)
         self.reporter = reporter or Reporter(settings.api_url, settings.token, settings.instance_id,
-                                             settings.job_id, settings.attempt)
+                                             settings.job_id, settings.attempt,
+                                             rank=settings.node_rank)
         spec = settings.spec
-        self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
-                                   settings.checkpoint_dir, spec.checkpoint)
+        user = self.isolation.user
+        self.sync: CheckpointSync | NoSync
+        if settings.node_rank != 0:
+            self.sync = NoSync()  # rank 0 commits the gang's checkpoints
+        elif user is None:
+            self.sync = CheckpointSync(self.store, settings.job_id, settings.attempt,
+                                       settings.checkpoint_dir, spec.checkpoint)
+        else:
+            self.sync = JobUserSync(self.store, settings.job_id, settings.attempt,
+                                    settings.checkpoint_dir, spec.checkpoint, user)
         self.progress = ProgressFile(settings.progress_path)
         try:
             sampler = gpus()
@@ -153,20 +191,32 @@ class Agent:
                 return call()
         raise AssertionError("unreachable")  # tenacity either returns or raises
 
+    def _job_dir(self) -> contextlib.AbstractContextManager[None]:
+        """Create the job folder (the job user's, where there is one) and return the context
+        to fill it in: the job user's filesystem identity, so what is unpacked and restored
+        is created as its files and a process of that user can never steer a root write."""
+        s, user = self.settings, self.isolation.user
+        s.job_dir.mkdir(parents=True, exist_ok=True)
+        if user is None:
+            return contextlib.nullcontext()
+        os.chown(s.job_dir, user.uid, user.gid, follow_symlinks=False)
+        return filesystem_identity(user)
+
     def _prepare(self) -> bool:
         """Unpack the code and restore the checkpoint; ``False`` (after reporting ``failed``)
         when the job cannot be started safely."""
         s = self.settings
         self._report(AgentPhase.STARTING)
         try:
-            s.job_dir.mkdir(parents=True, exist_ok=True)
-            if self._with_store_retries("code download",
-                                        lambda: download_workdir(self.store, s.job_id, s.job_dir)):
-                logger.info("code bundle unpacked into %s", s.job_dir)
-            self._report(AgentPhase.RESTORING)
-            manifest = self._with_store_retries(
-                "checkpoint restore",
-                lambda: restore_latest(self.store, s.job_id, s.checkpoint_dir))
+            with self._job_dir():
+                if self._with_store_retries(
+                        "code download", lambda: download_workdir(self.store, s.job_id, s.job_dir)):
+                    logger.info("code bundle unpacked into %s", s.job_dir)
+                self._report(AgentPhase.RESTORING)
+                manifest = self._with_store_retries(
+                    "checkpoint restore",
+                    lambda: restore_latest(self.store, s.job_id, s.checkpoint_dir))
+                s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         except Exception as exc:
             # Starting from scratch while the store is merely unreachable would overwrite the
             # job's progress with an earlier state, so the agent gives up instead.
@@ -177,18 +227,59 @@ class Agent:
         if manifest is not None:
             self.restored_from = manifest.checkpoint_id
             self.sync.mark_restored(manifest.checkpoint_id)
-        s.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         return True
 
-    def _start_job(self) -> JobProcess | None:
+    def _hand_over(self) -> None:
+        """Give the job user the rest of what the job writes (its folder already is its
+        own): a progress file in the agent's folder, which it may pass through but not list.
+        Raises ``OSError``."""
+        s, user = self.settings, self.isolation.user
+        assert user is not None
+        os.chmod(s.work_dir, WORK_DIR_MODE)
+        user.create_file(s.progress_path)
+
+    def _await_roster(self) -> tuple[LocalNode, GangRoster] | None:
+        """Report this gang node ready (its address; rank 0's port) and heartbeat every loop
+        tick until the daemon sends the gang's roster. ``None`` when stopped first (a stop
+        answer, a notice, SIGTERM); no time limit of its own: the daemon's gang timeout
+        terminates the instances. Raises ``OSError`` (no address), ``RuntimeError`` (a roster
+        that cannot be this gang's)."""
         s = self.settings
+        node = LocalNode.find(s.node_rank, s.nnodes, s.api_url, s.node_address, s.master_port)
+        self.reporter.set_node(**node.report_fields())
+        logger.info("gang node %d of %d ready at %s%s; waiting for the other nodes", node.rank,
+                    node.nnodes, node.address,
+                    f" (rendezvous port {node.master_port})" if node.master_port else "")
+        while self._stop_reason is None:
+            self._report()
+            roster = self.reporter.roster
+            if roster is not None:
+                problem = node.check(roster)
+                if problem is not None:
+                    raise RuntimeError(problem)
+                logger.info("gang complete: %s", ", ".join(roster.addresses))
+                return node, roster
+            self._poll_notices()
+            if self._stop_reason is None:
+                time.sleep(AGENT_LOOP_TICK_S)
+        return None
+
+    def _start_job(self, gang: tuple[LocalNode, GangRoster] | None = None) -> JobProcess | None:
+        s, user = self.settings, self.isolation.user
         env = job_environment(os.environ, s.spec, s.checkpoint_dir,
                               resumed=self.restored_from is not None, job_id=s.job_id,
                               progress_file=s.progress_path)
+        if gang is not None:
+            node, roster = gang
+            env.update(node.environment(roster, s.spec.env))
         self.progress.reset()
         try:
+            if user is not None:
+                self._hand_over()
+                env.update({k: v for k, v in user.environment(s.job_dir).items()
+                            if k not in s.spec.env})  # the spec's own HOME wins
             return JobProcess.start(s.spec.command, s.job_dir, env, s.log_path,
-                                    self.reporter.add_line)
+                                    self.reporter.add_line, user=user, umask=self.job_umask)
         except (OSError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the environment
             logger.error("cannot start the command: %s", exc)
             self._final(AgentPhase.FAILED, ok=False, message=f"cannot start the command: {exc}")
@@ -286,9 +377,12 @@ class Agent:
         try:
             if not self._prepare():
                 return EXIT_TROUBLE
+            gang = None
+            if self.settings.is_gang and self._stop_reason is None:
+                gang = self._await_roster()
             if self._stop_reason is not None:  # stopped before the command ever ran
                 return self._final(AgentPhase.CHECKPOINTED, True, message=self._stop_reason)
-            job = self._start_job()
+            job = self._start_job(gang)
             if job is None:
                 return EXIT_TROUBLE
             self._report(AgentPhase.RUNNING)
@@ -310,8 +404,12 @@ class Agent:
 
 
 def main() -> int:
-    """Entry point of ``python -m scheduler.agent``: configure logging, read the environment,
-    run. Returns the exit status."""
+    """Entry point of ``python -m scheduler.agent``: make the agent non-dumpable and its files
+    private (umask 077), configure logging, read the environment, run. Returns the exit
+    status."""
+    # First, before the environment (the token) is read into any other object.
+    set_non_dumpable()
+    job_umask = restrict_umask()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per heartbeat and per S3 call would drown the agent's own log.
@@ -324,7 +422,7 @@ def main() -> int:
         print(f"gpu-arbiter agent: {exc}", file=sys.stderr)
         return EXIT_BAD_ENV
     try:
-        agent = Agent(settings)
+        agent = Agent(settings, job_umask=job_umask)
     except ValueError as exc:  # e.g. a malformed GA_STORE_URL
         print(f"gpu-arbiter agent: {exc}", file=sys.stderr)
         return EXIT_BAD_ENV

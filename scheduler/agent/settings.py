@@ -17,6 +17,18 @@
                         market that reclaims without one, such as Vast.ai)
 ``GA_METADATA_URL``     instance-metadata root; default the flavor's link-local address
 ``GA_WORK_DIR``         working folder; default the current directory
+``GA_JOB_USER``         the OS user the job's command runs as when the agent is root;
+                        default ``gpu-arbiter-job``, used only if it exists (see
+                        :mod:`scheduler.agent.job_user`; else the agent's own user)
+``GA_NODE_RANK``        this node's rank in its gang, integer ≥ 0 and < ``GA_NNODES``;
+                        default 0
+``GA_NNODES``           the gang's node count, integer 1..64 (``spec.resources.nodes``
+                        when set); default 1 (a one-node job: none of the gang steps)
+``GA_NODE_ADDRESS``     a gang node's address its peers reach it at (IPv4/IPv6 or a host
+                        name); default the source address of this host's route to the
+                        daemon (set it on multi-homed hosts)
+``GA_MASTER_PORT``      the rendezvous port rank 0 reports (``MASTER_PORT``), 1..65535;
+                        default a free port rank 0's agent picks
 ==================  ==========================================================================
 """
 
@@ -27,10 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from scheduler.agent.notices import FLAVORS
 from core.models import JobSpec, format_validation_error
+from core.models.agents import Address
+from core.models.specs import MAX_NODES
+from scheduler.agent.job_user import DEFAULT_JOB_USER
+from scheduler.agent.notices import FLAVORS
 
 REQUIRED = ("GA_API_URL", "GA_AGENT_TOKEN", "GA_INSTANCE_ID", "GA_JOB_ID", "GA_ATTEMPT",
             "GA_STORE_URL", "GA_JOB_SPEC")
@@ -53,6 +68,16 @@ class AgentSettings:
     metadata_flavor: str = "none"
     metadata_url: str | None = None
     work_dir: Path = field(default_factory=Path.cwd)
+    job_user: str = DEFAULT_JOB_USER
+    node_rank: int = 0
+    nnodes: int = 1
+    node_address: str | None = None
+    master_port: int | None = None
+
+    @property
+    def is_gang(self) -> bool:
+        """Whether this agent runs one node of a gang (``nnodes`` > 1)."""
+        return self.nnodes > 1
 
     @property
     def job_dir(self) -> Path:
@@ -101,12 +126,18 @@ class AgentSettings:
             problems.append(
                 f"GA_METADATA_FLAVOR must be one of {', '.join(FLAVORS)}, got {flavor!r}")
         spec = None
+        rank, nnodes, address, master_port = _gang_settings(env, problems)
         if env.get("GA_JOB_SPEC"):
             try:
                 spec = JobSpec.model_validate_json(env["GA_JOB_SPEC"])
             except ValidationError as exc:
                 problems.append("GA_JOB_SPEC is not a valid job spec: "
                                 + format_validation_error(exc).replace("\n", "; "))
+        nnodes_ok = not any(p.startswith("GA_NNODES") for p in problems)
+        if spec is not None and env.get("GA_NNODES") and nnodes_ok \
+                and nnodes != spec.resources.nodes:
+            problems.append(f"GA_NNODES is {nnodes} but the job spec asks for "
+                            f"{spec.resources.nodes} nodes")
         if problems:
             raise ValueError("agent environment: " + "; ".join(problems))
         assert spec is not None
@@ -121,4 +152,55 @@ class AgentSettings:
             metadata_flavor=flavor,
             metadata_url=env.get("GA_METADATA_URL") or None,
             work_dir=Path(env.get("GA_WORK_DIR") or os.getcwd()).absolute(),
+            job_user=env.get("GA_JOB_USER") or DEFAULT_JOB_USER,
+            node_rank=rank,
+            nnodes=nnodes,
+            node_address=address,
+            master_port=master_port,
         )
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, low: int, high: int,
+             problems: list[str]) -> int:
+    """``env[name]`` as an integer in ``low..high`` (``default`` when unset); a malformed value
+    is appended to ``problems`` and ``default`` returned."""
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError
+    except ValueError:
+        problems.append(f"{name} must be an integer {low}..{high}, got {text!r}")
+        return default
+    return value
+
+
+_ADDRESS = TypeAdapter(Address)
+
+
+def _is_address(text: str) -> bool:
+    """Whether ``text`` is what a report may carry as a node's address."""
+    try:
+        _ADDRESS.validate_python(text)
+    except ValidationError:
+        return False
+    return True
+
+
+def _gang_settings(env: Mapping[str, str],
+                   problems: list[str]) -> tuple[int, int, str | None, int | None]:
+    """(rank, nnodes, address override, master port override) from ``env``; problems are
+    appended to ``problems``."""
+    nnodes = _integer(env, "GA_NNODES", 1, 1, MAX_NODES, problems)
+    rank = _integer(env, "GA_NODE_RANK", 0, 0, MAX_NODES - 1, problems)
+    if rank >= nnodes and not any(p.startswith("GA_NNODES") for p in problems):
+        problems.append(f"GA_NODE_RANK must be below GA_NNODES ({nnodes}), got {rank}")
+    address = env.get("GA_NODE_ADDRESS") or None
+    if address is not None and not _is_address(address):
+        problems.append("GA_NODE_ADDRESS must be an IPv4/IPv6 address or a host name "
+                        f"(letters, digits, '.', ':', '_', '-'; at most 255), got {address!r}")
+        address = None
+    port = _integer(env, "GA_MASTER_PORT", 0, 1, 65535, problems) or None
+    return rank, nnodes, address, port

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from core.models import CheckpointSpec
 from scheduler.agent.retries import retrying, store_error_is_transient
 from scheduler.checkpoints import (
     ObjectStore,
@@ -16,7 +17,6 @@ from scheduler.checkpoints import (
     dir_fingerprint,
     prune_checkpoints,
 )
-from core.models import CheckpointSpec
 from scheduler.checkpoints.checkpoints import Fingerprint
 from scheduler.timing import AGENT_RETRY_FIRST_WAIT_S, AGENT_RETRY_MAX_WAIT_S
 
@@ -129,3 +129,27 @@ class CheckpointSync:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+
+
+class NoSync:
+    """What a gang node other than rank 0 has instead of a :class:`CheckpointSync`: the same
+    calls, and nothing ever uploaded (rank 0 alone commits the gang's checkpoints; the other
+    ranks' folders are only restored into). ``checkpoint_id`` stays ``None``."""
+
+    checkpoint_id: str | None = None
+
+    def __init__(self) -> None:
+        self.restored_from: str | None = None
+
+    def mark_restored(self, checkpoint_id: str | None = None) -> None:
+        self.restored_from = checkpoint_id
+
+    def tick(self) -> None:
+        pass
+
+    def final_commit(self, final: bool, force: bool,
+                     on_wait: Callable[[], None] | None = None) -> str | None:
+        return None
+
+    def close(self) -> None:
+        pass

@@ -6,7 +6,9 @@ another job or attempt answers 403, an invalid body 422 (the problems, without t
 sent), a job that no longer exists 404. Progress must agree with the job: a point in another
 unit than the spec's ``work.unit``, or more than
 :data:`~core.models.jobs.MAX_POINT_AHEAD_S` ahead of the daemon's clock (a wrong clock on the
-instance), answers 422 naming the field. What is stored and what the agent is told:
+instance), answers 422 naming the field; so does a ``rank`` the job has no node of. Every
+rank of a gang authenticates with its attempt's token. What is stored and what the agent is
+told (and when a gang's nodes get their roster):
 :mod:`scheduler.services.agent_commands`.
 """
 
@@ -43,9 +45,9 @@ def router(store: Store, tokens: AgentTokens) -> APIRouter:
         except ValidationError as exc:
             problems = [{**p, "value": None} for p in describe_validation_error(exc)]
             raise HTTPException(422, problems) from None
-        if (report.job_id, report.attempt) != scope:
+        if (report.job_id, report.attempt, report.rank) != scope:
             raise HTTPException(status.HTTP_403_FORBIDDEN,
-                                "token not valid for this job attempt")
+                                "token not valid for this job attempt and rank")
         # Redis calls block: run them on the thread pool, not on the event loop every other
         # request (hundreds of heartbeats a second) is waiting on.
         command = await run_in_threadpool(_record, store, report)
@@ -83,4 +85,7 @@ def _record(store: Store, report: AgentReport) -> AgentCommand:
         problems = progress_problems(report, work.unit.value if work is not None else None)
         if problems:
             raise HTTPException(422, problems)
-    return agent_commands.record_report(store, report, job)
+    try:
+        return agent_commands.record_report(store, report, job)
+    except agent_commands.ReportRefused as exc:
+        raise HTTPException(422, exc.problems) from None

@@ -8,7 +8,9 @@ lists only the first route's), so the ``Allow`` header matches the spec, makes a
 validation error echo a ``NaN``/``Infinity`` input as text instead of failing to write it,
 and answers the service's errors: an outage of Redis or of the checkpoint store 503 with
 ``Retry-After`` (a command Redis refused 500: our bug), a refused job spec 422 with its
-problems, a spent budget 409, an unknown job or object 404.
+problems, a spent budget 409, an unknown job or object 404, a refused user or token
+operation (:class:`~scheduler.store.users.UserError`) its ``status`` with a detail naming the
+field.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from core.models.errors import brief, json_safe
 from scheduler.budgets import BudgetExhausted
 from scheduler.checkpoints.objectstore import CheckpointStoreError, ObjectNotFound
 from scheduler.services.jobs import JobNotFound, SpecError
+from scheduler.store.users import UserError
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,12 @@ def _error(description: str) -> dict[str, Any]:
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("the body could not be read (not UTF-8 or not JSON)"),
-    401: _error("missing or invalid bearer token"),
-    403: _error("an agent token used outside its job attempt"),
-    404: _error("no such job or object"),
-    409: _error("refused: the owner's budget is already spent"),
+    401: _error("missing, invalid or revoked token"),
+    403: _error("an admin route called with a user's token, another user's token asked for, "
+                "or an agent token used outside its job attempt"),
+    404: _error("no such job, object, user or token (another user's job or token is answered "
+                "as an unknown one)"),
+    409: _error("refused: the owner's budget is already spent, or the user already exists"),
     413: _error("request body over the route's limit (scheduler.api.limits)"),
     414: _error("query string over 8 KiB"),
     422: _error("invalid input; the message names the field"),
@@ -126,6 +131,10 @@ def _install_service_errors(app: FastAPI) -> None:
     @app.exception_handler(BudgetExhausted)
     async def budget_exhausted(_: Request, exc: BudgetExhausted):
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(UserError)
+    async def user_error(_: Request, exc: UserError):
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
 
     @app.exception_handler(JobNotFound)
     async def not_found(_: Request, exc: JobNotFound):

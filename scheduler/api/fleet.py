@@ -1,8 +1,11 @@
-"""The team's own machines (``kind: fleet`` providers), with the daemon's API token (agent
-tokens are refused): list, drain, undrain (:mod:`scheduler.services.fleet`).
+"""The team's own machines (``kind: fleet`` providers), with a user token (agent tokens are
+refused): list (any user), drain and undrain (admin; a user's token answers 403)
+(:mod:`scheduler.services.fleet`).
 
 - ``GET /v1/fleet``: ``{"hosts": [row, ...]}``, one row per host of every fleet
-  (:func:`scheduler.services.fleet.hosts`: GPUs, used/free, jobs, drained, last seen).
+  (:func:`scheduler.services.fleet.hosts`: GPUs, used/free, jobs, drained, last seen); a
+  plain user sees no SSH address and no other user's job ids
+  (:func:`scheduler.services.fleet.as_seen_by`).
 - ``POST /v1/fleet/{host}/drain``: no new job starts on ``host`` and the jobs on it get a
   preemption notice (they checkpoint and move); idempotent. Answers the host's row.
 - ``POST /v1/fleet/{host}/undrain``: the host's free GPUs are offered again; idempotent.
@@ -20,9 +23,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
-from scheduler.api.auth import require_user
+from scheduler.api.auth import current_user, require_admin, require_user
 from scheduler.services import fleet as fleet_service
 from scheduler.store import Store
+from scheduler.store.users import Principal
 
 # As providers.fleet.settings names hosts and fleets.
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,40}$"
@@ -49,17 +53,19 @@ def router(store: Store) -> APIRouter:
             raise HTTPException(422, str(exc)) from None
 
     @api.get("/v1/fleet")
-    async def list_fleet(request: Request) -> dict[str, Any]:
+    async def list_fleet(request: Request,
+                         who: Principal = Depends(current_user)) -> dict[str, Any]:
         # Awaited, not in a worker thread: many listings waiting on a hung host must not
         # take the threads every other route runs in.
-        return {"hosts": await fleet_service.hosts_awaited(store, _providers(request))}
+        rows = await fleet_service.hosts_awaited(store, _providers(request))
+        return {"hosts": fleet_service.as_seen_by(store, rows, who)}
 
-    @api.post("/v1/fleet/{host}/drain")
+    @api.post("/v1/fleet/{host}/drain", dependencies=[Depends(require_admin)])
     def drain_host(request: Request, host: str = HostPath,
                    fleet: str | None = FleetQuery) -> dict[str, Any]:
         return change(fleet_service.drain, request, host, fleet)
 
-    @api.post("/v1/fleet/{host}/undrain")
+    @api.post("/v1/fleet/{host}/undrain", dependencies=[Depends(require_admin)])
     def undrain_host(request: Request, host: str = HostPath,
                      fleet: str | None = FleetQuery) -> dict[str, Any]:
         return change(fleet_service.undrain, request, host, fleet)

@@ -9,8 +9,15 @@
   naming ``work``; in the spec's ``work.unit`` when it declares one: else 422 naming
   ``work.unit``; ``like_job``: plan with the throughput that job measured, 404 when unknown,
   422 when it measured none or counts another unit).
+- ``GET /v1/spend?since=TIME``: what was billed from ``since`` to now, whenever the jobs were
+  created (:func:`scheduler.services.costs.billed_since`): the caller's jobs, or an admin's
+  every job (``owner=`` narrows it).
 - ``GET /v1/cost-report``: recorded costs of a job or of the jobs since a time
-  (:mod:`scheduler.services.costs`).
+  (:mod:`scheduler.services.costs`), by who is calling: a user's own jobs only (another
+  user's ``job`` answers 404 as an unknown one), an admin's every job.
+
+Any authenticated user may call every route here; ``like_job`` of a plan must be a job the
+caller may see (404 otherwise).
 
 ``GET /v1/offers?at=TIME`` (the market as it was, from history) is served by the offers
 route of :mod:`scheduler.api.offers` through :func:`scheduler.services.history.offers_at`.
@@ -29,13 +36,15 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.models.work import WORK_MAX_UNITS, WorkUnit
-from scheduler.api.auth import require_user
+from scheduler.api.auth import current_user, require_user
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.services import costs as cost_service
 from scheduler.services import history as history_service
+from scheduler.services import jobs as job_service
 from scheduler.services import plans as plan_service
 from scheduler.services.fleet import owned_provider_names
 from scheduler.store import Store
+from scheduler.store.users import Principal
 
 
 class PlanWork(BaseModel):
@@ -89,7 +98,10 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
             raise query_error(exc) from None
 
     @api.post("/v1/plans")
-    def make_plan(body: PlanRequest, request: Request) -> dict[str, Any]:
+    def make_plan(body: PlanRequest, request: Request,
+                  who: Principal = Depends(current_user)) -> dict[str, Any]:
+        if body.like_job is not None:
+            job_service.get(store, body.like_job, who)  # 404 for another user's job
         # The daemon's adapters (set by scheduler.daemon): which offers a placement may use.
         providers = getattr(request.app.state, "providers", None)
         work = None if body.work is None else plan_service.WorkOption(
@@ -100,12 +112,25 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
         except (history_service.QueryError, plan_service.PlanError) as exc:
             raise HTTPException(422, str(exc)) from None
 
+    @api.get("/v1/spend")
+    def spend(since: str = Query(..., description="a time (ISO 8601) or an age like 1d"),
+              owner: str | None = Query(None, description="an admin's filter"),
+              who: Principal = Depends(current_user)) -> dict[str, Any]:
+        try:
+            when = history_service.parse_when(since, "since")
+        except history_service.QueryError as exc:
+            raise query_error(exc) from None
+        if when is None:
+            raise HTTPException(422, "since: a time (ISO 8601) or an age like 1d is needed")
+        return cost_service.billed_since(store, when,
+                                         owner=owner if who.is_admin else who.user)
+
     @api.get("/v1/cost-report")
     def cost_report(request: Request, job: str | None = None, since: str | None = None,
                     limit: int = Query(1000, ge=1, le=10_000),
                     storage_usd_per_gb_month: float = Query(cost_service.STORAGE_USD_PER_GB_MONTH, ge=0),
-                    transfer_usd_per_gb: float = Query(cost_service.TRANSFER_USD_PER_GB, ge=0)
-                    ) -> dict[str, Any]:
+                    transfer_usd_per_gb: float = Query(cost_service.TRANSFER_USD_PER_GB, ge=0),
+                    who: Principal = Depends(current_user)) -> dict[str, Any]:
         try:
             when = history_service.parse_when(since, "since")
         except history_service.QueryError as exc:
@@ -115,6 +140,7 @@ def router(store: Store, objects: ObjectStore | None = None) -> APIRouter:
         return cost_service.report(store, objects, job_id=job, since=when, limit=limit,
                                    storage_usd_per_gb_month=storage_usd_per_gb_month,
                                    transfer_usd_per_gb=transfer_usd_per_gb,
-                                   owned_providers=owned)
+                                   owned_providers=owned,
+                                   owner=None if who.is_admin else who.user)
 
     return api

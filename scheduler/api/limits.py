@@ -1,7 +1,7 @@
 """Request bodies: authorized and size-limited before any handler reads them.
 
-The middleware first checks the bearer token against what the route needs (cheap, no body
-read), then reads the body itself — chunked bodies included — stopping at the route's limit
+The middleware first asks :class:`scheduler.api.auth.Authenticator` who is calling and
+whether they may call the route (no body read), then reads the body itself — chunked bodies included — stopping at the route's limit
 with 413, and replays it to the app. So no unauthenticated or oversized body is ever buffered
 beyond the limit or parsed.
 
@@ -27,13 +27,19 @@ submissions cannot take the daemon's memory (two at the largest size fit at once
 from __future__ import annotations
 
 import json
+import logging
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import redis
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.models import utcnow
 from core.models.limits import BUNDLE_MAX_BYTES, SPEC_MAX_BYTES
+from scheduler.api.auth import SAFE_METHODS, Authenticator
+from scheduler.store.users import AuditEntry, AuditLog
 
 SPEC_JSON_MAX_BYTES = 4 * SPEC_MAX_BYTES
 """A spec as a client may write it: indented, with ``\\uXXXX`` escapes."""
@@ -44,6 +50,7 @@ AGENT_BODY_MAX_BYTES = 2 * 1024 * 1024
 HANDLING_FACTOR = 5
 BUFFERED_MAX_BYTES = 1024 * 1024 * 1024
 QUERY_MAX_BYTES = 8 * 1024
+log = logging.getLogger(__name__)
 _BASE64 = (string.ascii_letters + string.digits + "+/=").encode()
 
 
@@ -61,14 +68,17 @@ def json_limit(path: str) -> int | None:
 
 @dataclass
 class BodyLimitMiddleware:
-    """``limit_for(path)``: max body bytes; ``authorized(path, token)``: whether the bearer
-    token (``None`` when absent) may call ``path`` at all (handlers still check the scope);
-    ``json_limit_for(path)``: max bytes outside base64's alphabet, or ``None``;
-    ``buffered_max``: bytes all requests' bodies may hold at once."""
+    """``limit_for(path)``: max body bytes; ``auth``: who is calling and whether they may
+    call the path at all (routes still check roles, owners and agent scopes), and whether a
+    cookie session's request carries its CSRF token; ``audit``: where every state-changing
+    request is recorded (``None``: nowhere); ``json_limit_for(path)``: max bytes outside
+    base64's alphabet, or ``None``; ``buffered_max``: bytes all requests' bodies may hold at
+    once."""
 
     app: ASGIApp
     limit_for: Callable[[str], int]
-    authorized: Callable[[str, str | None], bool]
+    auth: Authenticator
+    audit: AuditLog | None = None
     json_limit_for: Callable[[str], int | None] = lambda _: None
     buffered_max: int = BUFFERED_MAX_BYTES
     buffered: int = field(default=0, init=False)  # one event loop: no lock needed between awaits
@@ -78,9 +88,51 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        method = scope.get("method", "GET")
         headers = dict(scope.get("headers") or [])
-        if not self.authorized(path, _bearer(headers.get(b"authorization"))):
-            await _answer(send, 401, "missing or invalid bearer token")
+        try:
+            decision = await run_in_threadpool(self.auth.decide, method, path, headers)
+        except redis.RedisError:
+            # Tokens live in Redis: without it nobody can be told apart, so nothing is served.
+            await _answer(send, 503, "the state store (Redis) is unavailable; retry shortly",
+                          retry_after=2)
+            return
+        scope.setdefault("state", {})["principal"] = decision.principal
+        if self.audit is None or method in SAFE_METHODS or path.startswith("/v1/agent/"):
+            await self._checked(scope, receive, send, decision, path, method, headers)
+            return
+        # 499 (nginx's "client closed request") when the client left before any answer.
+        answered = 499
+
+        async def recording_send(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start":
+                answered = message["status"]
+            await send(message)
+
+        try:
+            await self._checked(scope, receive, recording_send, decision, path, method, headers)
+        except Exception:
+            answered = 500 if answered == 499 else answered
+            raise
+        finally:
+            principal = scope["state"].get("principal") or decision.principal
+            client = scope.get("client")
+            entry = AuditEntry(at=utcnow(), user=principal.user if principal else None,
+                               token_id=principal.token_id if principal else None,
+                               method=method, path=path, status=answered,
+                               client=client[0] if client else None,
+                               via=decision.via if principal else "none")
+            try:
+                await run_in_threadpool(self.audit.record, entry)
+            except redis.RedisError:
+                log.warning("audit entry not recorded (Redis unavailable): %s %s by %s -> %s",
+                            method, path, entry.user or "-", answered)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send, decision, path: str,
+                       method: str, headers: dict[bytes, bytes]) -> None:
+        if decision.refuse is not None:
+            await _answer(send, decision.refuse, decision.detail)
             return
         if len(scope.get("query_string") or b"") > QUERY_MAX_BYTES:
             await _answer(send, 414, f"query string over {QUERY_MAX_BYTES} bytes")
@@ -121,6 +173,11 @@ class BodyLimitMiddleware:
                                          f"bundle_b64's base64; at most {most} (a job spec is "
                                          f"at most {SPEC_MAX_BYTES} bytes as JSON)")
                 return
+            if not self.auth.csrf_ok(method, path, headers, body):
+                await _answer(send, 403, "csrf_token: missing or wrong; a dashboard session's "
+                                         "changes need its CSRF token (X-CSRF-Token header or "
+                                         "the form's csrf_token field)")
+                return
             await self._forward(scope, receive, send, body)
         finally:
             self.buffered -= held
@@ -137,12 +194,6 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-
-def _bearer(header: bytes | None) -> str | None:
-    if not header:
-        return None
-    scheme, _, token = header.decode("latin-1").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 async def _answer(send: Send, status: int, detail: str, retry_after: int | None = None) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from core.models import Market
-
 from scheduler.api.auth import require_user
 from scheduler.services import history as history_service
 from scheduler.services import offers as offer_service

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 MANIFEST_SUFFIX = ".json"
 
 

@@ -19,7 +19,7 @@ from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.checkpoints.objectstore import ObjectStore
 from scheduler.checkpoints.s3 import S3ObjectStore
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _S3_QUERY_KEYS = ("endpoint_url", "region")
 
 

@@ -56,11 +56,12 @@ class ApiClient:
             except ValueError:
                 body = {"detail": response.text}
             if response.status_code == 401:
-                # Say where the token came from: the usual cause is a GA_API_TOKEN or an
-                # api-token file from another GA_HOME than the daemon's.
-                raise CliError(f"{body.get('detail', body)}: the CLI sends {self.token_source}, "
-                               "which must match the daemon's token (GA_HOME/api-token of the "
-                               "daemon's GA_HOME, or the GA_API_TOKEN it was started with)")
+                # Say where the token came from: the usual causes are a revoked token, or a
+                # GA_API_TOKEN or api-token file from another GA_HOME than the daemon's.
+                raise CliError(f"{body.get('detail', body)}: the CLI sends {self.token_source}; "
+                               "use a valid token (one from `schedctl tokens create`, or the "
+                               "daemon's own: GA_HOME/api-token of the daemon's GA_HOME, or the "
+                               "GA_API_TOKEN it was started with)")
             raise CliError(describe(body.get("detail", body)), body.get("problems"))
         return response.json()
 

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,16 +34,24 @@ _DAEMON_START_TIMEOUT_S = 60.0
 @app.command()
 def demo(home: Path | None = typer.Option(None, help="where the demo keeps its state, "
                                              "wiped first (default: GA_HOME/demo)"),
-         timeout_s: float = typer.Option(170.0, help="give up after this many seconds")) -> None:
+         timeout_s: float = typer.Option(170.0, help="give up after this many seconds"),
+         keep: bool = typer.Option(False, "--keep", help="keep the daemon and its dashboard "
+                                   "running after the job, until Ctrl-C")) -> None:
     """Run the main job on the embedded default, preemption and migration included.
 
     Places the example training job on the replayed market, lets the market preempt it,
-    checkpoints, migrates, resumes, finishes and reports the cost against on-demand."""
+    checkpoints, migrates, resumes, finishes and reports the cost against on-demand. The
+    daemon's dashboard can be watched meanwhile (its address is printed; ``--keep`` leaves it
+    up afterwards)."""
     try:
-        ok = run_demo(console, home, timeout_s)
+        ok = run_demo(console, home, timeout_s, keep=keep)
     except CliError as exc:
         fail(exc)
     raise typer.Exit(0 if ok else 1)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _stop_pid(pid: int, timeout_s: float = 15.0) -> None:
@@ -109,8 +118,9 @@ def start_daemon(home: Path, market: Path) -> subprocess.Popen:
                    f"see {home}/daemon.log")
 
 
-def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
-    """Run the demo; returns ``True`` when the job succeeded after at least one migration."""
+def run_demo(console: Console, home: Path | None, timeout_s: float, keep: bool = False) -> bool:
+    """Run the demo; returns ``True`` when the job succeeded after at least one migration.
+    ``keep``: leave the daemon running after the report until interrupted (Ctrl-C)."""
     home = (home or home_dir() / "demo").resolve()
     market = examples_dir() / "market.yaml"
     spec_path = examples_dir() / "charlm-job.yaml"
@@ -118,8 +128,13 @@ def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
     console.print(f"state folder: {home}\nmarket: {market} (a replayed spot market)")
     _clean(home, market)
     daemon = start_daemon(home, market)
+    # A plain `kill` of the demo must stop its daemon and replayed cloud too, as Ctrl-C does.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         client = ApiClient(home)
+        console.print(f"dashboard: {client.base_url}/ui/ (log in with the token in "
+                      f"{home / 'api-token'})")
         console.print(render.offers_table(client.get("/v1/offers")))
         raw = load_spec_file(spec_path)
         job = client.post("/v1/jobs", json={"spec": raw, "bundle_b64": pack_spec(raw)})
@@ -127,12 +142,23 @@ def run_demo(console: Console, home: Path | None, timeout_s: float) -> bool:
                       f"(needs {raw['resources']['gpu_count']} GPU with "
                       f">= {raw['resources']['min_vram_gib']} GiB)")
         job = _follow(console, client, job["id"], timeout_s)
-        return _report(console, client, job)
+        ok = _report(console, client, job)
+        if keep:
+            console.print(f"the daemon keeps running: dashboard at {client.base_url}/ui/; "
+                          "Ctrl-C stops it")
+            try:
+                while daemon.poll() is None:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+        return ok
     finally:
         console.print("stopping the demo daemon and its replayed market ...", style="dim")
         _stop_pid(daemon.pid)
         from providers.replay.provider import ReplayProvider
         ReplayProvider(market, home / "replay").shutdown_cloud()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _follow(console: Console, client: ApiClient, job_id: str, timeout_s: float) -> dict:

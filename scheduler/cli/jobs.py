@@ -83,10 +83,12 @@ def _watch_lines(api: ApiClient, job_id: str) -> None:
 
 @app.command("list")
 def list_jobs(home: Path | None = HomeOption,
-              limit: int = typer.Option(50, min=1, max=1000)) -> None:
-    """All jobs, newest first."""
+              limit: int = typer.Option(50, min=1, max=1000),
+              owner: str | None = typer.Option(None, "--owner", help="only this user's jobs "
+                                               "(a plain user sees only their own anyway)")) -> None:
+    """The jobs you may see (an admin: everyone's), newest first."""
     try:
-        console.print(render.jobs_table(client(home).get("/v1/jobs", limit=limit)))
+        console.print(render.jobs_table(client(home).get("/v1/jobs", limit=limit, owner=owner)))
     except CliError as exc:
         fail(exc)
 

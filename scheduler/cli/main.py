@@ -11,6 +11,7 @@ from scheduler.cli import (  # noqa: F401, I001  (each registers its commands)
     events,
     providers,
     fleet,
+    users,
     simulate,
     demo,
 )

@@ -93,16 +93,22 @@ class AgentBootstrap:
     tokens: AgentTokens
     store_env: dict[str, str] = field(default_factory=dict)
 
-    def env_for(self, job: Job, attempt: int) -> dict[str, str]:
-        return {
+    def env_for(self, job: Job, attempt: int, rank: int = 0) -> dict[str, str]:
+        """The agent environment of ``attempt`` of ``job`` on node ``rank`` (a gang's
+        agents also get ``GA_NODE_RANK`` and ``GA_NNODES``)."""
+        env = {
             "GA_API_URL": self.api_url,
-            "GA_AGENT_TOKEN": self.tokens.issue(job.id, attempt),
+            "GA_AGENT_TOKEN": self.tokens.issue(job.id, attempt, rank),
             "GA_JOB_ID": job.id,
             "GA_ATTEMPT": str(attempt),
             "GA_STORE_URL": self.store_url,
             "GA_JOB_SPEC": json.dumps(job.spec.model_dump(mode="json")),
             **self.store_env,
         }
+        nodes = job.spec.resources.nodes
+        if nodes > 1:
+            env.update({"GA_NODE_RANK": str(rank), "GA_NNODES": str(nodes)})
+        return env
 
 
 @dataclass
@@ -111,12 +117,15 @@ class Observed:
 
     by_id: dict[str, Instance] = field(default_factory=dict)
     failed_providers: set[str] = field(default_factory=set)
-    # Agents' latest reports by (job id, attempt), read for a batch of jobs just before their
-    # steps (one MGET instead of a GET per job); a step falls back to the store for others.
-    reports: dict[tuple[str, int], AgentReport | None] = field(default_factory=dict)
+    # Agents' latest reports by (job id, attempt, rank), read for a batch of jobs just before
+    # their steps (one MGET instead of a GET per agent:
+    # :func:`scheduler.controller.gang.prefetch_reports`); a step reads others from the store.
+    reports: dict[tuple[str, int, int], AgentReport | None] = field(default_factory=dict)
 
-    def report(self, store: Store, job_id: str, attempt: int) -> AgentReport | None:
-        key = (job_id, attempt)
+    def report(self, store: Store, job_id: str, attempt: int,
+               rank: int = 0) -> AgentReport | None:
+        """The newest report of node ``rank``'s agent (0: a one-node job's) of ``attempt``."""
+        key = (job_id, attempt, rank)
         return self.reports[key] if key in self.reports else store.agents.last_report(*key)
 
     def instance(self, instance_id: str | None) -> Instance | None:

@@ -14,10 +14,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from core.models import Job, JobState, PlacementEnd, PreemptionNotice, StopKind
+from core.models import (
+    Job,
+    JobState,
+    PlacementEnd,
+    PreemptionNotice,
+    StopKind,
+    StopRequest,
+)
 from core.models.agents import AgentPhase, AgentReport
 from core.models.jobs import FAILURE_LOG_LINES, CommandFailure
 from providers.errors import ProviderError
+from scheduler.controller import gang
 from scheduler.controller.context import Context
 from scheduler.controller.learning import learn
 from scheduler.controller.policy_inputs import offer_speed
@@ -44,7 +52,8 @@ MAX_LOST_STREAK = 3
 def observe(ctx: Context, job: Job) -> Job | None:
     placement = job.placement
     assert placement is not None and placement.instance_id is not None
-    report = ctx.observed.report(ctx.store, job.id, placement.attempt)
+    seen = gang.view(ctx, job) if placement.nodes else _one_node(ctx, job)
+    report = seen.head
     learned = learn(job, report)
     track(ctx, job, report)
     new_checkpoint = (report is not None and report.checkpoint_id is not None
@@ -57,47 +66,76 @@ def observe(ctx: Context, job: Job) -> Job | None:
         # in reference-hours: hours on this offer × its speed (1 without a speed model).
         job.progress_h = max(job.progress_h, placement.progress_at_start_h
                              + placement.billed_hours(ctx.clock()) * offer_speed(job))
-    instance = ctx.observed.instance(placement.instance_id)
-    notice = (instance.notice if instance else None) or (report.notice if report else None)
-    if report is not None and report.phase.is_final():
-        return _agent_finished(ctx, job, report, notice)
+    notice = seen.notice
+    if seen.final is not None:
+        return _agent_finished(ctx, job, seen.final, notice, seen.final_node)
     if job.cancel_requested and _agent_silent(ctx, report, placement.started_at):
         return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
                       "cancelled (the agent did not answer; instance terminated)")
     if notice is not None and job.state is not JobState.CHECKPOINTING:
-        return _noticed(ctx, job, notice)
-    if placement.offer.provider not in ctx.observed.failed_providers and (
-            (instance is None and not _just_launched(ctx, placement))
-            or (instance is not None and instance.state.is_gone())):
-        why = (instance.terminated_reason if instance else None) or "no longer reported"
+        return _noticed(ctx, job, notice, seen.noticed_node)
+    if placement.nodes and seen.left is not None:
+        return _node_left(ctx, job, seen.left)
+    if seen.gone is not None:
+        what, preempted = seen.gone
         # A reclaim seen late (daemon down) is billed until the notice's action time only.
-        preempted = notice is not None or (instance is not None and instance.preempted)
-        return _lost(ctx, job, f"instance {placement.instance_id} gone ({why})",
-                     PlacementEnd.PREEMPTED if preempted else PlacementEnd.LOST,
+        return _lost(ctx, job, what,
+                     PlacementEnd.PREEMPTED if notice is not None or preempted
+                     else PlacementEnd.LOST,
                      billed_until=notice.action_at if notice else None)
     if job.state is JobState.CHECKPOINTING and notice is not None:
         deadline = notice.action_at + timedelta(seconds=CHECKPOINT_SYNC_TIMEOUT_S)
         if ctx.clock() > deadline:
             return _lost(ctx, job, "no checkpoint reported after the notice", PlacementEnd.PREEMPTED)
-    if report is None:
-        started = _silent_since(ctx, placement.started_at or placement.decided_at)
-        # A cloud VM boots and installs the agent for minutes: each adapter says how long.
-        timeout_s = ctx.providers.compute(placement.offer.provider).agent_start_timeout_s
+    # A cloud VM boots and installs the agent for minutes: each adapter says how long.
+    started = _silent_since(ctx, placement.started_at or placement.decided_at)
+    timeout_s = ctx.providers.compute(placement.offer.provider).agent_start_timeout_s
+    if placement.nodes and job.state is JobState.PROVISIONING and seen.not_running \
+            and (ctx.clock() - started).total_seconds() > timeout_s:
+        return gang.give_up(ctx, job, f"gang incomplete: rank(s) "
+                            f"{gang.ranks_text(seen.not_running)} not running within "
+                            f"{timeout_s:.0f} s")
+    if seen.heard_at is None:
         if (ctx.clock() - started).total_seconds() > timeout_s:
             return _lost(ctx, job, f"agent never reported within {timeout_s:.0f} s",
                          PlacementEnd.LOST)
-    elif (ctx.clock() - _silent_since(ctx, _heard_at(report))).total_seconds() > \
+    elif (ctx.clock() - _silent_since(ctx, seen.heard_at)).total_seconds() > \
             ctx.agent_lost_after_s:
-        return _lost(ctx, job, f"agent silent for over {ctx.agent_lost_after_s:.0f} s",
-                     PlacementEnd.LOST)
-    elif job.state is JobState.PROVISIONING and report.phase is AgentPhase.RUNNING:
-        restored = f", resumed from checkpoint {report.restored_from}" if report.restored_from else ""
+        return _lost(ctx, job, f"{seen.silent_node}{'agent ' if not seen.silent_node else ''}"
+                     f"silent for over {ctx.agent_lost_after_s:.0f} s", PlacementEnd.LOST)
+    elif job.state is JobState.PROVISIONING and not seen.not_running:
+        restored = f", resumed from checkpoint {report.restored_from}" \
+            if report is not None and report.restored_from else ""
+        on = (f"{len(placement.nodes)} instances (rank 0 {placement.instance_id})"
+              if placement.nodes else placement.instance_id)
         job.waiting_reason = None
-        job.record(JobState.RUNNING, f"running on {placement.instance_id}{restored}",
+        job.record(JobState.RUNNING, f"running on {on}{restored}",
                    offer=placement.offer, at=ctx.clock())
         return save(ctx, job)
     wasted = job.state is JobState.RUNNING and check_waste(ctx, job)
     return save(ctx, job) if new_checkpoint or learned or wasted else None
+
+
+def _one_node(ctx: Context, job: Job) -> gang.AttemptView:
+    """A one-node attempt as the facts :func:`observe` orders (its agent and its instance)."""
+    placement = job.placement
+    assert placement is not None
+    report = ctx.observed.report(ctx.store, job.id, placement.attempt)
+    instance = ctx.observed.instance(placement.instance_id)
+    seen = gang.AttemptView(head=report)
+    seen.notice = (instance.notice if instance else None) or (report.notice if report else None)
+    if report is not None and report.phase.is_final():
+        seen.final = report
+    if placement.offer.provider not in ctx.observed.failed_providers and (
+            (instance is None and not _just_launched(ctx, placement))
+            or (instance is not None and instance.state.is_gone())):
+        why = (instance.terminated_reason if instance else None) or "no longer reported"
+        seen.gone = (f"instance {placement.instance_id} gone ({why})",
+                     instance is not None and instance.preempted)
+    seen.heard_at = _heard_at(report) if report is not None else None
+    if report is None or report.phase is not AgentPhase.RUNNING:
+        seen.not_running = [0]  # a one-node attempt runs once its agent says so
+    return seen
 
 
 def _just_launched(ctx: Context, placement) -> bool:
@@ -105,9 +143,7 @@ def _just_launched(ctx: Context, placement) -> bool:
     return (ctx.clock() - started).total_seconds() < INSTANCE_LISTING_GRACE_S
 
 
-def _heard_at(report: AgentReport):
-    """When the daemon received the report: the agent's own clock is not trusted for liveness."""
-    return report.received_at or report.at
+_heard_at = gang.heard_at
 
 
 def _silent_since(ctx: Context, last: datetime) -> datetime:
@@ -124,16 +160,18 @@ def _agent_silent(ctx: Context, report: AgentReport | None, started) -> bool:
 
 
 def _agent_finished(ctx: Context, job: Job, report: AgentReport,
-                    notice: PreemptionNotice | None) -> Job | None:
+                    notice: PreemptionNotice | None, node: str = "") -> Job | None:
     """The step after the agent's final report. ``notice``: the instance's or the report's
-    preemption notice (a provider can give one the agent cannot read, e.g. a drained host)."""
+    preemption notice (a provider can give one the agent cannot read, e.g. a drained host);
+    ``node``: who reported, in a gang (``"rank 1: "``; ``""`` for one node or rank 0's
+    success or checkpoint)."""
     ckpt = f" (checkpoint {report.checkpoint_id})" if report.checkpoint_id else ""
     if report.phase is AgentPhase.SUCCEEDED:
         return finish(ctx, job, PlacementEnd.SUCCEEDED, JobState.SUCCEEDED,
                       f"command exited 0; final checkpoint committed{ckpt}")
     if report.phase is AgentPhase.FAILED and report.exit_code is None:
         # The agent, not the command, failed (could not restore, start or upload).
-        return _lost(ctx, job, f"agent failed: {report.message or 'no reason given'}",
+        return _lost(ctx, job, f"{node}agent failed: {report.message or 'no reason given'}",
                      PlacementEnd.LOST)
     if report.phase is AgentPhase.FAILED:
         job.failures += 1
@@ -142,10 +180,10 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport,
                                                 ctx.store.jobs.logs(job.id, -FAILURE_LOG_LINES))
         if job.failures > job.spec.max_failures:
             return finish(ctx, job, PlacementEnd.FAILED, JobState.FAILED,
-                          f"command exited {report.exit_code}; failure {job.failures} "
+                          f"{node}command exited {report.exit_code}; failure {job.failures} "
                           f"exceeds max_failures={job.spec.max_failures}{ckpt}")
         return finish(ctx, job, PlacementEnd.FAILED, JobState.PENDING,
-                      f"command exited {report.exit_code}; restarting "
+                      f"{node}command exited {report.exit_code}; restarting "
                       f"(failure {job.failures} of {job.spec.max_failures} allowed){ckpt}")
     # checkpointed: the agent stopped the command after a notice or a stop command.
     if job.cancel_requested:
@@ -153,7 +191,10 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport,
     saved = (f"checkpoint {report.checkpoint_id} committed" if report.checkpoint_id
              else "no checkpoint committed")
     stop = job.stop_request
-    if notice is None and stop is not None and stop.attempt == report.attempt:
+    ours = stop is not None and stop.attempt == report.attempt
+    # A gang stopped for a notice on one node: that node may be gone (and its notice with it).
+    noticed = notice is not None or (ours and stop.kind is StopKind.PREEMPTION)
+    if not noticed and ours:
         if stop.kind in (StopKind.BUDGET, StopKind.IDLE):
             return finish(ctx, job, PlacementEnd.STOPPED, JobState.STOPPED,
                           f"{stop.reason}; {saved}; stopped")
@@ -162,19 +203,42 @@ def _agent_finished(ctx: Context, job: Job, report: AgentReport,
                           f"job stopped ({stop.reason}); {saved}; looking for a compliant offer")
         return finish(ctx, job, PlacementEnd.MOVED, JobState.MIGRATING,
                       f"job stopped to move ({stop.reason}); {saved}; migrating")
-    reason = PlacementEnd.PREEMPTED if notice else PlacementEnd.LOST
-    why = "the preemption notice" if notice else (report.message or "a stop request")
+    reason = PlacementEnd.PREEMPTED if noticed else PlacementEnd.LOST
+    why = "the preemption notice" if noticed else (report.message or "a stop request")
     return finish(ctx, job, reason, JobState.MIGRATING,
                   f"job stopped after {why}; {saved}; migrating")
 
 
-def _noticed(ctx: Context, job: Job, notice: PreemptionNotice) -> Job:
+def _noticed(ctx: Context, job: Job, notice: PreemptionNotice, node: str = "") -> Job:
+    """A preemption notice: the job checkpoints. On a gang (``node`` names the noticed one)
+    every node is told to stop through a stop request (the API answers each agent ``stop``):
+    their agents cannot see another node's notice."""
     placement = job.placement
     assert placement is not None
     skip_offer(ctx, placement.offer.key)
-    job.record(JobState.CHECKPOINTING,
-               f"preemption notice: {notice.action} at {notice.action_at:%H:%M:%S} UTC; "
-               "agent checkpointing", offer=placement.offer, at=ctx.clock())
+    when = f"{notice.action} at {notice.action_at:%H:%M:%S} UTC"
+    if placement.nodes:
+        job.stop_request = StopRequest(kind=StopKind.PREEMPTION,
+                                       reason=f"preemption notice on {node}: {when}"[:500],
+                                       attempt=placement.attempt)
+        message = (f"preemption notice on {node}: {when}; every node of the gang stops, "
+                   "rank 0 checkpointing")
+    else:
+        message = f"preemption notice: {when}; agent checkpointing"
+    job.record(JobState.CHECKPOINTING, message, offer=placement.offer, at=ctx.clock())
+    return save(ctx, job)
+
+
+def _node_left(ctx: Context, job: Job, why: str) -> Job:
+    """A node of a gang stopped by itself: every node is told to stop, rank 0 commits, and the
+    whole gang moves (as after a price-driven move, so it is not counted as a lost attempt
+    and the offer just left is not taken again at once)."""
+    placement = job.placement
+    assert placement is not None
+    job.stop_request = StopRequest(kind=StopKind.MOVE, reason=why[:500],
+                                   attempt=placement.attempt)
+    job.record(JobState.CHECKPOINTING, f"{why}; every node of the gang stops, rank 0 "
+               "checkpointing, the gang moves", offer=placement.offer, at=ctx.clock())
     return save(ctx, job)
 
 

@@ -24,6 +24,7 @@ def sweep_orphans(ctx: Context) -> list[str]:
         job = ctx.store.jobs.get(job_id)
         if job is not None and job.placement is not None:
             claimed.add(job.placement.client_token)
+            claimed.update(n.client_token for n in job.placement.nodes)  # a gang's nodes
     now = ctx.clock()
     terminated = []
     for inst in observed.by_id.values():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.models import Job, JobState, Market, Offer, Placement
+from core.models.placements import GangNode, node_token
 from policies import risk
 from policies.constraints import explain_no_fit
 from policies.decisions import decide_placement
@@ -62,6 +63,14 @@ def against_cheapest(inputs: JobInputs, offers: list[Offer], i: int) -> str:
     return f"; {compare(speeds, offers, prices, i, cheapest)}"
 
 
+def gang_nodes(token: str, nodes: int) -> list[GangNode]:
+    """The nodes of a placement with client token ``token`` for a job on ``nodes`` instances:
+    one per rank, each with its own launch token; none for one node."""
+    if nodes <= 1:
+        return []
+    return [GangNode(rank=r, client_token=node_token(token, r)) for r in range(nodes)]
+
+
 def place(ctx: Context, job: Job) -> Job | None:
     snap = snapshot(ctx)
     if job.on_demand_reference_usd_per_hour is None:
@@ -93,17 +102,22 @@ def place(ctx: Context, job: Job) -> Job | None:
         return wait(ctx, job, str(exc))
     attempt = job.attempt + 1
     job.attempt = attempt
+    token = client_token(job.id, attempt)
     job.placement = Placement(
-        attempt=attempt, offer=offer, client_token=client_token(job.id, attempt),
+        attempt=attempt, offer=offer, client_token=token,
         decided_at=ctx.clock(), time_scale=provider.time_scale,
-        progress_at_start_h=job.progress_h,
+        progress_at_start_h=job.progress_h, nodes=gang_nodes(token, job.spec.resources.nodes),
     )
     job.waiting_reason = None
     market = "spot" if offer.market is Market.SPOT else "on-demand"
+    nodes = job.spec.resources.nodes
+    gang = f"a gang of {nodes} x " if nodes > 1 else ""
+    each = " each" if nodes > 1 else ""
     job.record(
         JobState.PROVISIONING,
-        f"attempt {attempt}: {offer.instance_type} ({offer.gpu_count}x {offer.gpu_model}) "
-        f"{offer.provider}/{offer.zone} {market} ${offer.price_usd_per_hour:.4f}/h, "
+        f"attempt {attempt}: {gang}{offer.instance_type} ({offer.gpu_count}x "
+        f"{offer.gpu_model}) {offer.provider}/{offer.zone} {market} "
+        f"${offer.price_usd_per_hour:.4f}/h{each}, "
         f"{why(inputs, index, decision.explain())}{against_cheapest(inputs, snap.offers, index)}",
         offer=offer, at=ctx.clock(),
     )

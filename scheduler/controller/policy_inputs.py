@@ -38,7 +38,7 @@ from policies.throughput import (
     scaling,
 )
 from policies.views import JobView, MarketView, OfferTable, with_speed
-from scheduler.budgets import owner_spent
+from scheduler.budgets import budget_settings, owner_spent
 from scheduler.controller.context import Context, ProviderRegistry
 from scheduler.controller.learning import measurements
 from scheduler.store import Store
@@ -278,7 +278,7 @@ def read_snapshot(store: Store, providers: ProviderRegistry | None,
         unavailable=np.array([o.key in gone for o in offers], dtype=bool),
         samples=sample_matrix(store.offers.samples([o.key.series() for o in offers])),
         gap_h=poll_s * scale / 3600.0, time_scale=scale,
-        budgets=store.spend.settings(), poll_s=poll_s,
+        budgets=budget_settings(store), poll_s=poll_s,
     )
 
 

@@ -17,6 +17,7 @@ from core.models import TAG_JOB, Job, JobState, PlacementEnd
 from providers.errors import ProviderError
 from scheduler.controller.budgets import check_budget
 from scheduler.controller.context import Context
+from scheduler.controller.gang import prefetch_reports
 from scheduler.controller.launching import launch
 from scheduler.controller.migrating import consider_move
 from scheduler.controller.observing import observe
@@ -52,16 +53,15 @@ def step(ctx: Context, job: Job) -> Job | None:
         return budgeted
     if job.state in (JobState.PENDING, JobState.MIGRATING) or job.placement is None:
         return place(ctx, job)
-    if job.placement.instance_id is None:
+    if job.placement.instance_id is None:  # not launched yet (a gang: not every node)
         if job.cancel_requested:
             # A launch may have reached the cloud although its result was never saved (the
             # cancel bumped the job's version, or a crash): find it by its client token.
             leaked = _launched_anyway(ctx, job)
-            if leaked is not None:
-                job.placement.instance_id = leaked
             return finish(ctx, job, PlacementEnd.CANCELLED, JobState.CANCELLED,
-                          "cancelled before launch" if leaked is None
-                          else f"cancelled while launching; instance {leaked} terminated")
+                          "cancelled before launch" if not leaked
+                          else f"cancelled while launching; instance(s) {', '.join(leaked)} "
+                               "terminated")
         return launch(ctx, job)
     return observe(ctx, job) or hold_price(ctx, job) or consider_move(ctx, job)
 
@@ -86,30 +86,43 @@ def _provider_not_configured(ctx: Context, job: Job, why: str) -> Job | None:
     placement = job.placement
     assert placement is not None
     name = placement.offer.provider
-    if placement.instance_id is None:
+    launched = ", ".join(placement.instance_ids())
+    if not launched:
         end_placement(ctx, job, PlacementEnd.LAUNCH_FAILED)
         job.record(JobState.PENDING, f"{why}; placing the job again", at=ctx.clock())
         return save(ctx, job)
     if job.cancel_requested:
         end_placement(ctx, job, PlacementEnd.CANCELLED)
         job.record(JobState.CANCELLED,
-                   f"cancelled; instance {placement.instance_id} was not terminated ({why}): "
+                   f"cancelled; instance {launched} was not terminated ({why}): "
                    f"terminate it at {name}", at=ctx.clock())
         return save(ctx, job)
-    return wait(ctx, job, f"{why}: instance {placement.instance_id} can be neither observed "
+    return wait(ctx, job, f"{why}: instance {launched} can be neither observed "
                           f"nor terminated; configure {name} again, or cancel the job and "
                           f"terminate the instance at {name}")
 
 
-def _launched_anyway(ctx: Context, job: Job) -> str | None:
+def _launched_anyway(ctx: Context, job: Job) -> list[str]:
+    """The instances of the current (still launching) placement that reached the cloud: a
+    one-node launch whose result was never saved, or a gang's launched nodes (saved or not).
+    They are put in the placement, so that ending it terminates them."""
     placement = job.placement
     assert placement is not None
     try:
         found = ctx.providers.compute(placement.offer.provider).describe({TAG_JOB: job.id})
     except (ProviderError, KeyError):
-        return None
-    return next((i.id for i in found
-                 if i.client_token == placement.client_token and not i.state.is_gone()), None)
+        found = []
+    live = {i.client_token: i for i in found if not i.state.is_gone()}
+    if not placement.nodes:
+        leaked = live.get(placement.client_token)
+        if leaked is not None:
+            placement.instance_id = leaked.id
+        return [leaked.id] if leaked is not None else []
+    for node in placement.nodes:
+        reached = live.get(node.client_token)
+        if node.instance_id is None and reached is not None:
+            placement.node_launched(node, reached.id, reached.launched_at)
+    return placement.instance_ids()
 
 
 def reconcile_job(ctx: Context, job_id: str) -> Job | None:
@@ -188,9 +201,7 @@ def reconcile_pass(ctx: Context) -> int:
         try:
             taken = leases.acquire_many([keys.job_lease(j) for j in batch], JOB_LEASE_TTL_S)
             jobs = ctx.store.jobs.get_many(batch)
-            ctx.observed.reports = ctx.store.agents.last_reports(
-                [(j.id, j.placement.attempt) for j in jobs.values()
-                 if j.placement is not None and j.placement.instance_id is not None])
+            ctx.observed.reports = prefetch_reports(ctx.store, jobs.values())
         except redis.RedisError as exc:
             log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
             return changed

@@ -36,15 +36,21 @@ def wait(ctx: Context, job: Job, reason: str) -> Job | None:
 
 
 def terminate_current(ctx: Context, job: Job) -> None:
-    """Terminate the current placement's instance, if it has one (idempotent).
+    """Terminate the current placement's instance, or every launched node of a gang (also
+    while the gang is still launching), if any (idempotent: terminating a terminated or
+    unknown instance succeeds).
 
     Raises ``ProviderError`` when the provider cannot be reached: the caller leaves the job as
-    it is and the next pass tries again.
+    it is and the next pass tries again (the nodes terminated already are terminated again).
     """
     placement = job.placement
-    if placement is None or placement.instance_id is None:
+    if placement is None:
         return
-    ctx.providers.compute(placement.offer.provider).terminate(placement.instance_id)
+    ids = placement.instance_ids()
+    if ids:
+        provider = ctx.providers.compute(placement.offer.provider)
+        for instance_id in ids:
+            provider.terminate(instance_id)
 
 
 def skip_offer(ctx: Context, key: OfferKey) -> float:

@@ -89,12 +89,14 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
     fields ``None`` for a job without a work unit or without units done). A placement's row:
     ``price_usd_per_hour`` at the decision, ``last_price_usd_per_hour`` recorded,
     ``mean_price_usd_per_hour`` billed (``cost_usd / billed_hours``), ``price_changes``,
-    ``owned``.
+    ``owned``, ``nodes`` (instances billed: a gang's launched nodes, else 1); its
+    ``billed_hours`` are instance-hours (market hours × nodes).
     """
     now = now or utcnow()
     placements = []
     for p in job.all_placements():
-        hours, cost = p.billed_hours(now), p.cost_usd(now)
+        # A gang is billed for each of its nodes: instance-hours, and so GPU-hours, count them.
+        hours, cost = p.instance_hours(now), p.cost_usd(now)
         placements.append({
             "attempt": p.attempt, "series": p.offer.key.series(), "market": p.offer.market.value,
             "owned": p.offer.provider in owned_providers,
@@ -103,6 +105,7 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
             "last_price_usd_per_hour": p.price_usd_per_hour(),
             "mean_price_usd_per_hour": cost / hours if hours else None,
             "price_changes": len(p.price_changes), "billed_hours": hours,
+            "nodes": p.billed_nodes(),
             "time_scale": p.time_scale, "cost_usd": cost,
             "end_reason": p.end_reason.value if p.end_reason else None})
     compute = sum(p["cost_usd"] for p in placements)
@@ -139,19 +142,58 @@ def job_costs(job: Job, objects: ObjectStore | None = None, *,
     }
 
 
+SPEND_JOBS_SCANNED = 10_000
+"""Jobs (newest first) :func:`billed_since` reads: older ones are assumed finished before."""
+
+
+def billed_since(store: Store, since: datetime, *, owner: str | None = None,
+                 now: datetime | None = None) -> dict[str, Any]:
+    """What was billed from ``since`` (wall clock, UTC) to ``now``, over the newest
+    :data:`SPEND_JOBS_SCANNED` jobs (of ``owner`` only, when given), whenever they were
+    created: each placement's price series integrated over the part of its running time
+    inside the window (:meth:`core.models.Job.cost_usd` with ``since``), in market hours like
+    every cost. ``{"since", "until" (ISO 8601), "compute_usd", "on_demand_usd" (the same
+    hours at each job's all-on-demand reference; ``None`` without one), "savings_usd",
+    "savings_pct", "jobs" (jobs billed in the window)}``. Raises ``redis.RedisError``."""
+    now = now or utcnow()
+    compute = on_demand = compute_ref = 0.0
+    billed = referenced = 0
+    for job in store.jobs.list(SPEND_JOBS_SCANNED, owner=owner):
+        cost = job.cost_usd(now, since)
+        if cost <= 0:
+            continue
+        billed += 1
+        compute += cost
+        reference = job.on_demand_cost_usd(now, since)
+        if reference:
+            referenced += 1
+            on_demand += reference
+            compute_ref += cost
+    return {"since": since.isoformat(), "until": now.isoformat(), "compute_usd": compute,
+            "on_demand_usd": on_demand if referenced else None,
+            "savings_usd": on_demand - compute_ref if referenced else None,
+            "savings_pct": 100 * (1 - compute_ref / on_demand) if on_demand else None,
+            "jobs": billed}
+
+
 def report(store: Store, objects: ObjectStore | None = None, *, job_id: str | None = None,
            since: datetime | None = None, limit: int = 1000,
            storage_usd_per_gb_month: float = STORAGE_USD_PER_GB_MONTH,
            transfer_usd_per_gb: float = TRANSFER_USD_PER_GB,
            owned_providers: frozenset[str] = frozenset(),
-           now: datetime | None = None) -> dict[str, Any]:
+           owner: str | None = None, now: datetime | None = None) -> dict[str, Any]:
     """Cost reports of one job (``job_id``) or of every job created since ``since`` (newest
     ``limit``), with totals; ``owned_providers`` as for :func:`job_costs`, also answered as
-    ``owned_providers`` (sorted). Raises :class:`~scheduler.services.jobs.JobNotFound`."""
+    ``owned_providers`` (sorted). ``owner``: only that user's jobs (another's ``job_id`` is
+    answered as unknown). Raises :class:`~scheduler.services.jobs.JobNotFound`."""
     if job_id:
-        jobs = [job_service.get(store, job_id)]
+        job = job_service.get(store, job_id)
+        if owner is not None and job.spec.owner != owner:
+            raise job_service.JobNotFound(job_id)
+        jobs = [job]
     else:
-        jobs = [j for j in store.jobs.list(limit) if since is None or j.created_at >= since]
+        jobs = [j for j in store.jobs.list(limit, owner=owner)
+                if since is None or j.created_at >= since]
     rows = [job_costs(j, objects, storage_usd_per_gb_month=storage_usd_per_gb_month,
                       transfer_usd_per_gb=transfer_usd_per_gb, owned_providers=owned_providers,
                       now=now) for j in jobs]

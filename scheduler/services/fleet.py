@@ -38,6 +38,7 @@ from providers.fleet.settings import HostSettings
 from scheduler.controller.context import ProviderRegistry
 from scheduler.store import Store
 from scheduler.store.fleet import Claim, FleetLedger
+from scheduler.store.users import Principal
 
 # Hosts of one fleet asked over SSH at once (one ask per host at a time).
 MAX_PARALLEL_HOSTS = 16
@@ -240,6 +241,24 @@ def _host_row(fleet: FleetProvider, host: HostSettings, answer: _Answer,
         "last_seen_age_s": max(0.0, (now - last_seen).total_seconds()) if last_seen else None,
         "cost_per_gpu_hour_usd": host.cost_per_gpu_hour_usd,
     }
+
+
+def as_seen_by(store: Store, rows: list[dict[str, Any]],
+               principal: Principal) -> list[dict[str, Any]]:
+    """``rows`` (of :func:`hosts`) as ``principal`` may see them: an admin everything; a
+    plain user the hosts' GPUs and occupancy, the ids of their own jobs only (another's claim
+    shows its GPUs and time, with ``instance_id`` and ``job`` ``None``), and no SSH address,
+    port or login (``None``)."""
+    if principal.is_admin:
+        return rows
+    ids = {j["job"] for r in rows for j in r["jobs"] if j.get("job")}
+    owners = {i: job.spec.owner for i, job in store.jobs.get_many(list(ids)).items()}
+    seen = []
+    for row in rows:
+        jobs = [j if j.get("job") and owners.get(j["job"]) == principal.user
+                else {**j, "instance_id": None, "job": None} for j in row["jobs"]]
+        seen.append({**row, "address": None, "port": None, "user": None, "jobs": jobs})
+    return seen
 
 
 def _jobs_by_instance(store: Store, instance_ids: set[str]) -> dict[str, str]:

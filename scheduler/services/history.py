@@ -37,7 +37,7 @@ _GROUP_FIELDS: dict[str, tuple[str, ...]] = {
     "zone": ("provider", "region", "zone"), "region": ("provider", "region"),
     "provider": ("provider",), "hour-of-day": ("hour",),
 }
-_RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w|y)$")
+_RELATIVE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|min|h|d|w|y)\Z")
 _UNIT_S = {"m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
 # Times a query may name: history's millisecond timestamps start at the epoch, and the upper
 # bound leaves room for the arithmetic callers do past it (datetime stops at 9999-12-31).

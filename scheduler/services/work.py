@@ -38,8 +38,9 @@ class WorkCost:
     - **rate_units_per_h**: units per market hour on that offer; **rate_source**: ``measured``
       | ``declared`` | ``prior``.
     - **hours_to_finish**: remaining ÷ rate (market hours, uninterrupted).
-    - **cost_per_1k_usd**: price × 1,000 ÷ rate. **cost_to_finish_usd**: hours to finish ×
-      price (uninterrupted, no launch).
+    - **cost_per_1k_usd**: price × nodes × 1,000 ÷ rate (a gang's ``nodes`` instances share
+      the work). **cost_to_finish_usd**: hours to finish × price × nodes (uninterrupted, no
+      launch).
     - **cost_so_far_usd**: what every placement was billed; **cost_so_far_per_1k_usd**: that
       ÷ units done × 1,000 (what the work done cost, restarts and rework included).
     """
@@ -126,6 +127,7 @@ def work_cost(job: Job, now: datetime | None = None,
     if rate is None:
         return WorkCost(**base, **where)
     hours = remaining / rate if remaining is not None else None
+    paid = price * job.spec.resources.nodes  # a gang pays every node for the work they share
     return WorkCost(**base, **where, rate_units_per_h=rate, rate_source=source,
-                    hours_to_finish=hours, cost_per_1k_usd=_finite(cost_per_1k(price, rate)),
-                    cost_to_finish_usd=None if hours is None else hours * price)
+                    hours_to_finish=hours, cost_per_1k_usd=_finite(cost_per_1k(paid, rate)),
+                    cost_to_finish_usd=None if hours is None else hours * paid)

@@ -54,6 +54,10 @@ class SimMarket:
       costs to; ``None`` otherwise or when there is none (``baseline_note`` says which).
     - **speed**: ``(m,)`` reference-hours of the job's work one market hour on each offer does
       (:mod:`scheduler.simulator.speeds`); ``None``: every offer at 1, as before speeds.
+    - **count**: ``(T, m)`` float, instances of each offer available at the tick (the trace's
+      count ``k``; ``inf`` for on-demand and spot without a trace), which a gang of ``N``
+      nodes needs ``>= N`` of (:meth:`available_for`); ``None``: every count is ``inf`` where
+      ``available`` (a market built by hand).
     """
 
     table: OfferTable
@@ -69,6 +73,16 @@ class SimMarket:
     baseline: SimMarket | None = None
     baseline_note: str = ""
     speed: np.ndarray | None = None
+    count: np.ndarray | None = None
+
+    def available_for(self, nodes: int, ticks: np.ndarray | slice | int) -> np.ndarray:
+        """Availability at ``ticks`` for a job of ``nodes`` instances: ``available`` for one
+        node; for a gang, also at least ``nodes`` instances there (the whole gang runs on
+        one offer and loses its run when the count drops below ``nodes``)."""
+        avail = self.available[ticks]
+        if nodes <= 1 or self.count is None:
+            return avail
+        return avail & (self.count[ticks] >= nodes)
 
     @property
     def uniform_speed(self) -> bool:
@@ -102,6 +116,16 @@ def _availability(source: ReplayOffer, market: Market, times_s: np.ndarray) -> n
     if market is Market.ON_DEMAND or source.trace is None:
         return np.ones(len(times_s), bool)
     data = np.asarray(source.trace.data) >= 1
+    idx = np.floor(times_s / source.trace.gap_seconds).astype(np.int64) % len(data)
+    return data[idx]
+
+
+def _counts(source: ReplayOffer, market: Market, times_s: np.ndarray) -> np.ndarray:
+    """Instances available at each time: the trace's count (the trace loops), ``inf`` for
+    on-demand and spot without a trace."""
+    if market is Market.ON_DEMAND or source.trace is None:
+        return np.full(len(times_s), np.inf)
+    data = np.asarray(source.trace.data, dtype=float)
     idx = np.floor(times_s / source.trace.gap_seconds).astype(np.int64) % len(data)
     return data[idx]
 
@@ -182,7 +206,8 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     sources = _sources(market)
     models = []
     for src, mk in sources:
-        model = src.to_offer(mk, 0.0, EPOCH)
+        # capacity varies tick by tick here (``count``), so it does not choose the offers
+        model = src.to_offer(mk, 0.0, EPOCH).model_copy(update={"capacity": None})
         risk = _past_risk(src, mk, tick_s, known_before_tick)
         models.append(model if risk is None else model.model_copy(update={"interruption_risk": risk}))
     filtered = filter_offers(spec, models)
@@ -193,6 +218,7 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
     times = np.arange(ticks) * tick_s
     avail = np.stack([_availability(*sources[i], times) for i in keep], axis=1)
     price = np.stack([_prices(*sources[i], times) for i in keep], axis=1)
+    count = np.stack([_counts(*sources[i], times) for i in keep], axis=1)
     table = OfferTable.from_offers([models[i] for i in keep])
     tick_h = tick_s / 3600.0
     spot_avail = avail & table.is_spot[None, :]
@@ -219,7 +245,7 @@ def build_sim_market(market: ReplayMarket, spec: JobSpec, ticks: int,
         price=price, offer_stats=_stats_columns(avail, table.is_spot, tick_h),
         pool_stats=pool_stats, zone_available=zones, filtered=filtered,
         known_before_tick=known_before_tick, baseline=baseline, baseline_note=note,
-        speed=speeds,
+        speed=speeds, count=count,
     )
 
 

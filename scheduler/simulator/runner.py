@@ -108,7 +108,9 @@ def compare(market: SimMarket, job: SimJob, start_ticks: np.ndarray, names: Sequ
                for name in dict.fromkeys(["on-demand", *names])}
     baseline = _baseline(market, job, start_ticks, max_ticks, results, registry, notes)
     optimum = None
-    if with_optimum and not market.uniform_speed:
+    if with_optimum and job.nodes > 1:
+        notes.append("omniscient optimum: not computed for a gang (its DP knows one node)")
+    elif with_optimum and not market.uniform_speed:
         notes.append("omniscient optimum: not computed, the offers run at different speeds "
                      "and its DP assumes one")
     elif with_optimum:

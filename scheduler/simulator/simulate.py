@@ -25,6 +25,12 @@ Discrete time: tick ``i`` of a run that starts at absolute tick ``s`` covers mar
    cost is what it spent up to there. This applies to the baselines too, so with a budget
    they are compared as the daemon would run them.
 
+A **gang** job (``SimJob.nodes`` = ``N`` > 1) runs ``N`` instances of one offer: a spot offer is
+available to it only while the trace counts at least ``N`` instances there
+(:meth:`SimMarket.available_for`), so it is reclaimed (step 1) as soon as the count drops below
+``N``; on-demand always has room. It is billed ``N ×`` the price, and the policy sees
+``nodes = N`` (it prices and risks the gang itself, :mod:`policies.risk`).
+
 Nothing is started and no clock is read. All runs advance together as numpy arrays.
 """
 
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.models.specs import MAX_NODES
 from policies.budget import crossed
 from policies.views import NO_OFFER, NO_ZONE, Decision, JobView, MarketView, Reason
 from scheduler.simulator.market import SimMarket, SimulationError
@@ -66,6 +73,8 @@ class SimJob:
     - **final_checkpoint_s**: seconds the job needs from a preemption notice to a committed
       checkpoint, compared with each offer's ``interruption_notice_s`` (default 0: any notice
       is enough).
+    - **nodes**: instances run at once, a gang of one offer (1..64, default 1); costs, spot and
+      on-demand hours are of the whole gang (hours: per node, as ``Placement.billed_hours``).
     """
 
     compute_h: float
@@ -76,10 +85,13 @@ class SimJob:
     budget_usd: float = math.inf
     user_budget_usd: float = math.inf
     final_checkpoint_s: float = 0.0
+    nodes: int = 1
 
     def __post_init__(self) -> None:
         if not self.compute_h > 0:
             raise SimulationError(f"compute_h must be > 0, got {self.compute_h!r}")
+        if not (isinstance(self.nodes, int) and 1 <= self.nodes <= MAX_NODES):
+            raise SimulationError(f"nodes must be an integer in 1..{MAX_NODES}, got {self.nodes!r}")
         for name in ("restart_overhead_h", "checkpoint_interval_h", "move_extra_h",
                      "final_checkpoint_s"):
             if getattr(self, name) < 0:
@@ -184,7 +196,7 @@ class _Runs:
             final_checkpoint_s=job.final_checkpoint_s,
             since_preemption_h=self.since_pre, since_start_h=self.since_start,
             previous=self.prev, spent_usd=self.cost, budget_usd=job.budget_usd,
-            user_spent_usd=self.cost, user_budget_usd=job.user_budget_usd,
+            user_spent_usd=self.cost, user_budget_usd=job.user_budget_usd, nodes=job.nodes,
         )
         stats = self.m.offer_stats
         speed = {} if self.m.speed is None else {"speed": self.m.speed}
@@ -230,7 +242,8 @@ class _Runs:
         fin = running & (work >= need - 1e-12)
         used = np.where(running, np.where(fin, use_owed + need / rate, g), 0.0)
         prev_cost = self.cost.copy()
-        self.cost = self.cost + price[rows, col] * used
+        paid = price[rows, col] if self.job.nodes == 1 else price[rows, col] * self.job.nodes
+        self.cost = self.cost + paid * used
         spot = self.m.table.is_spot[col]
         self.spot_h += np.where(spot, used, 0.0)
         self.od_h += np.where(spot, 0.0, used)
@@ -330,7 +343,7 @@ def simulate(policy: Policy, market: SimMarket, job: SimJob, start_ticks: np.nda
         if not active.any():
             break
         k = starts + i
-        avail, price = market.available[k], market.price[k]
+        avail, price = market.available_for(job.nodes, k), market.price[k]
         runs.reclaim(avail)
         decision = policy(*runs.views(i, avail, price))
         runs.apply(decision, avail, active)

@@ -1,5 +1,5 @@
 """Redis-backed state: jobs, offers and price history, agents, leases, spend and budget
-alerts. Keys live in :mod:`scheduler.store.keys` only."""
+alerts, users and their tokens, the audit stream. Keys live in :mod:`scheduler.store.keys` only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from scheduler.store.budgets import BudgetOutbox, SpendStore
 from scheduler.store.jobs import JobExistsError, JobStore, LeaseLostError, StaleJobError
 from scheduler.store.leases import Lease, Leases
 from scheduler.store.offers import OfferStore
+from scheduler.store.users import AuditLog, UserStore
 
 
 @dataclass
@@ -25,12 +26,15 @@ class Store:
     leases: Leases
     spend: SpendStore
     budget_outbox: BudgetOutbox
+    users: UserStore
+    audit: AuditLog
 
     @classmethod
     def over(cls, client: redis.Redis) -> Store:
         return cls(client, JobStore(client), OfferStore(client), AgentStore(client),
-                   Leases(client), SpendStore(client), BudgetOutbox(client))
+                   Leases(client), SpendStore(client), BudgetOutbox(client), UserStore(client),
+                   AuditLog(client))
 
 
 __all__ = ["AgentStore", "BudgetOutbox", "JobExistsError", "JobStore", "Lease", "LeaseLostError",
-           "Leases", "OfferStore", "SpendStore", "StaleJobError", "Store"]
+           "Leases", "OfferStore", "SpendStore", "StaleJobError", "Store", "UserStore"]

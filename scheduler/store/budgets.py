@@ -30,6 +30,12 @@ class BudgetSettings:
     webhook: bool = False
 
 
+def record_spend(client: redis.Redis | redis.client.Pipeline, owner: str, job_id: str,
+                 spent_usd: float) -> None:
+    """Set (or queue, on a pipeline) ``job_id``'s spend in its owner's ledger (USD, absolute)."""
+    client.hset(keys.owner_spend(owner), job_id, repr(float(spent_usd)))
+
+
 class SpendStore:
     """Spend per owner and the published :class:`BudgetSettings`."""
 
@@ -38,7 +44,7 @@ class SpendStore:
 
     def record(self, owner: str, job_id: str, spent_usd: float) -> None:
         """Set ``job_id``'s spend (USD, absolute) in its owner's ledger."""
-        self._r.hset(keys.owner_spend(owner), job_id, repr(float(spent_usd)))
+        record_spend(self._r, owner, job_id, spent_usd)
 
     def owner_total(self, owner: str) -> float:
         """USD spent by all of ``owner``'s jobs (as of their last reconcile step)."""

@@ -5,8 +5,10 @@ same MULTI as the job itself (:func:`publish`, called by :mod:`scheduler.store.j
 an event is in the stream if and only if its job write committed, on whichever replica made it.
 The stream is trimmed approximately to ``EVENTS_STREAM_MAXLEN`` entries.
 
-An entry's fields (all strings; absent when unknown): ``job_id``, ``attempt``, ``state``,
-``message``, ``kind``, ``offer`` (series key), ``price_usd_per_hour``, ``at`` (ISO 8601 UTC).
+An entry's fields (all strings; absent when unknown): ``job_id``, ``owner`` (the job's
+owner, ``spec.owner``: who may read the entry besides admins; entries written before owners
+were recorded have none and are shown to admins only), ``attempt``, ``state``, ``message``,
+``kind``, ``offer`` (series key), ``price_usd_per_hour``, ``at`` (ISO 8601 UTC).
 Readers get them as dicts with ``id`` (the stream id, the cursor), ``attempt`` as int and the
 price as float (:meth:`EventStream.read`).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,15 +33,18 @@ from scheduler.store import keys
 from scheduler.timing import EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
 
 # A stream id as Redis writes it: "<ms>-<seq>"; "0-0" (or "0") means "from the beginning".
-STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+STREAM_ID_PATTERN = r"^\d{1,20}(-\d{1,20})?$"
+"""For pydantic's ``pattern`` (Rust regex syntax: ``$`` is the end of the text)."""
+STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?\Z")
 
 
 def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
     """Queue an XADD on ``pipe`` (inside its MULTI) for each event of ``job`` past the first
     ``already`` (the count the stored version had)."""
     for event in job.events[already:]:
-        fields = {"job_id": job.id, "attempt": str(job.attempt), "state": event.state.value,
-                  "message": event.message, "at": event.at.isoformat()}
+        fields = {"job_id": job.id, "owner": job.spec.owner, "attempt": str(job.attempt),
+                  "state": event.state.value, "message": event.message,
+                  "at": event.at.isoformat()}
         kind = getattr(event, "kind", None)
         if kind:
             fields["kind"] = kind
@@ -71,15 +77,29 @@ def log_committed(job: Job, already: int) -> None:
 
 
 _MAX_PART = 2**64 - 1
-_LAST_ID = f"{_MAX_PART}-{_MAX_PART}"
+LAST_STREAM_ID = f"{_MAX_PART}-{_MAX_PART}"
+"""The highest stream id: nothing can follow it."""
+_LAST_ID = LAST_STREAM_ID
 
 
-def _cursor(after: str) -> str:
-    """``after`` as a full ``ms-seq`` id. Raises ``ValueError`` naming the field."""
+def stream_cursor(after: str) -> str:
+    """``after`` (a stream id, :data:`STREAM_ID_RE`) as a full ``ms-seq`` id within Redis's
+    range. Raises ``ValueError`` naming the field ``after``."""
     ms, _, seq = after.partition("-")
     if not STREAM_ID_RE.match(after) or int(ms) > _MAX_PART or int(seq or 0) > _MAX_PART:
         raise ValueError("after: must be a stream id like 1764520000000-0 (from 'next')")
     return f"{int(ms)}-{int(seq or 0)}"
+
+
+_Match = Callable[[dict[str, str]], bool]
+
+
+def _matcher(job_id: str | None, owner: str | None) -> _Match | None:
+    """Which entries a read keeps (``None``: all)."""
+    if job_id is None and owner is None:
+        return None
+    return lambda fields: ((job_id is None or fields.get("job_id") == job_id)
+                           and (owner is None or fields.get("owner") == owner))
 
 
 @dataclass
@@ -106,32 +126,35 @@ class EventStream:
         self._r = client
 
     def read(self, after: str | None = None, limit: int = 100,
-             job_id: str | None = None) -> EventPage:
+             job_id: str | None = None, owner: str | None = None) -> EventPage:
         """Events after the cursor ``after``, oldest first, at most ``limit``.
 
         - **after**: a stream id from a previous page's ``next``; ``None`` gives the most recent
           ``limit`` events (what ``schedctl events`` shows first).
-        - **job_id**: only this job's events. The scan reads at most ``EVENTS_SCAN_MAX`` entries
-          per call; ``next`` moves past everything scanned, matching or not.
+        - **job_id**: only this job's events; **owner**: only events of jobs ``owner`` owns
+          (entries without an owner never match). With either filter the scan reads at most
+          ``EVENTS_SCAN_MAX`` entries per call; ``next`` moves past everything scanned,
+          matching or not.
         Never blocks: the API waits for new events between non-blocking reads.
 
         Raises ``ValueError`` for a malformed ``after``; ``redis.RedisError`` when Redis fails.
         """
+        match = _matcher(job_id, owner)
         if after is None:
-            return self._recent(limit, job_id)
-        after = _cursor(after)
+            return self._recent(limit, match)
+        after = stream_cursor(after)
         if after == _LAST_ID:
             return EventPage([], after)  # nothing can follow it
-        return self._forward(after, limit, job_id)
+        return self._forward(after, limit, match)
 
-    def _forward(self, after: str, limit: int, job_id: str | None) -> EventPage:
+    def _forward(self, after: str, limit: int, match: _Match | None) -> EventPage:
         """Scan forward from ``after`` (exclusive) until ``limit`` matches or the scan cap."""
         events, last = self._scan(
             lambda cursor, n: self._r.xrange(keys.EVENTS, min=f"({cursor}", count=n),
-            after, limit, job_id)
+            after, limit, match)
         return EventPage(events, last or after)
 
-    def _recent(self, limit: int, job_id: str | None) -> EventPage:
+    def _recent(self, limit: int, match: _Match | None) -> EventPage:
         """The last ``limit`` (matching) events, oldest first; ``next`` is the stream's end."""
         newest = self._r.xrevrange(keys.EVENTS, count=1)
         if not newest:
@@ -139,25 +162,25 @@ class EventStream:
         events, _ = self._scan(
             lambda cursor, n: self._r.xrevrange(
                 keys.EVENTS, max=cursor if cursor == "+" else f"({cursor}", count=n),
-            "+", limit, job_id)
+            "+", limit, match)
         events.reverse()
         return EventPage(events, newest[0][0])
 
     @staticmethod
     def _scan(fetch, start: str, limit: int,
-              job_id: str | None) -> tuple[list[dict[str, Any]], str | None]:
+              match: _Match | None) -> tuple[list[dict[str, Any]], str | None]:
         """Page through ``fetch(cursor, count)`` (entries after ``cursor`` in its direction)
         collecting up to ``limit`` matches within ``EVENTS_SCAN_MAX`` entries; returns them and
         the id of the last entry scanned (``None`` if none)."""
         events: list[dict[str, Any]] = []
         cursor, last, scanned = start, None, 0
-        batch = limit if job_id is None else min(EVENTS_SCAN_MAX, max(limit, 500))
+        batch = limit if match is None else min(EVENTS_SCAN_MAX, max(limit, 500))
         while len(events) < limit and scanned < EVENTS_SCAN_MAX:
             entries = fetch(cursor, batch)
             for entry_id, fields in entries:
                 scanned += 1
                 cursor = last = entry_id
-                if job_id is None or fields.get("job_id") == job_id:
+                if match is None or match(fields):
                     events.append(_decode(entry_id, fields))
                     if len(events) == limit:
                         break

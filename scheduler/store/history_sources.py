@@ -22,7 +22,7 @@ import re
 REAL = "real"
 REPLAY_PREFIX = "replay:"
 SELECTORS = ("auto", "real", "replay", "replay:<market name>", "all")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 
 
 def replay(market_name: str) -> str:

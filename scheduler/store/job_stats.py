@@ -70,7 +70,8 @@ def summary(job: Job) -> dict[str, Any]:
             continue
         since = max([p.started_at] + [c.at for c in p.price_changes[-1:]])
         saved += ref * p.billed_hours(since) - p.cost_usd(since)
-        out["rate"] = (ref - p.price_usd_per_hour()) * p.time_scale / 3600.0
+        # The reference is the whole gang's (N nodes'), as is the bill.
+        out["rate"] = (ref - p.price_usd_per_hour() * p.billed_nodes()) * p.time_scale / 3600.0
         out["since"] = since.timestamp()
     out["saved"] = round(saved, 6)
     return out
@@ -89,7 +90,8 @@ def work_cost(job: Job) -> dict[str, Any]:
     if evidence is None or evidence.hours <= 0 or evidence.units <= 0:
         return {}
     units_per_h = evidence.units / evidence.hours
-    return {"cpk": round(p.price_usd_per_hour() * 1000.0 / units_per_h, 9),
+    # Every node of a gang is paid for the work its ranks do together.
+    return {"cpk": round(p.price_usd_per_hour() * p.billed_nodes() * 1000.0 / units_per_h, 9),
             "unit": latest.unit.value}
 
 

@@ -9,6 +9,7 @@ no longer that acquisition's (:class:`LeaseLostError`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import redis
@@ -24,6 +25,8 @@ from scheduler.timing import JOB_LOG_MAX_LINES
 # whatever its command prints: one line could otherwise be as large as an agent report (MBs).
 JOB_LOG_MAX_LINE_BYTES = 4096
 LOG_LINE_CUT_MARKER = " …[line cut]"
+# Job ids read per round trip when listing one owner's jobs (JobStore.list).
+OWNER_SCAN_PAGE = 500
 
 
 def cap_log_line(line: str, limit: int = JOB_LOG_MAX_LINE_BYTES) -> str:
@@ -133,13 +136,34 @@ class JobStore:
     def active_ids(self) -> list[str]:
         return sorted(self._r.smembers(keys.ACTIVE_JOBS))
 
-    def list(self, limit: int = 100) -> list[Job]:
-        """Newest first, at most ``limit``."""
-        ids = self._r.zrevrange(keys.JOBS_INDEX, 0, max(0, limit - 1))
-        if not ids:
-            return []
-        raws = self._r.mget([keys.job(i) for i in ids])
-        return [parse_lenient(Job, raw) for raw in raws if raw]
+    def list(self, limit: int = 100, owner: str | None = None) -> list[Job]:
+        """Newest first, at most ``limit``; of ``owner`` (``spec.owner``) only when given.
+
+        With ``owner`` the index is read in pages of :data:`OWNER_SCAN_PAGE` until ``limit``
+        of theirs are found or the index ends; a stored document is parsed only when its text
+        holds the owner's name (the parse is most of a listing's time)."""
+        if owner is None:
+            ids = self._r.zrevrange(keys.JOBS_INDEX, 0, max(0, limit - 1))
+            if not ids:
+                return []
+            raws = self._r.mget([keys.job(i) for i in ids])
+            return [parse_lenient(Job, raw) for raw in raws if raw]
+        needle = f'"owner":{json.dumps(owner)}'
+        found: list[Job] = []
+        start = 0
+        while len(found) < limit:
+            ids = self._r.zrevrange(keys.JOBS_INDEX, start, start + OWNER_SCAN_PAGE - 1)
+            if not ids:
+                break
+            start += len(ids)
+            for raw in self._r.mget([keys.job(i) for i in ids]):
+                if raw and needle in raw:
+                    job = parse_lenient(Job, raw)
+                    if job.spec.owner == owner:
+                        found.append(job)
+                        if len(found) == limit:
+                            break
+        return found
 
     def append_logs(self, job_id: str, lines: Iterable[str]) -> None:
         """Append ``lines``, each capped by :func:`cap_log_line`; keeps the newest

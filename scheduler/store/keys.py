@@ -30,18 +30,24 @@ def job_logs(job_id: str) -> str:
     return f"{PREFIX}:job:{{{job_id}}}:logs"
 
 
-def job_log_seq(job_id: str) -> str:
-    """``"<attempt>:<n>"``: the job's log has the output of the attempt's agent up to its line
-    n - 1 (only the current attempt's agent adds output)."""
-    return f"{PREFIX}:job:{{{job_id}}}:logseq"
+def job_log_seq(job_id: str, rank: int = 0) -> str:
+    """``"<attempt>:<n>"``: the job's log has the output of the attempt's agent of node
+    ``rank`` up to its line n - 1 (only the current attempt's agents add output). Rank 0's
+    (every one-node job's) is the job's own; a gang's other ranks' are beside it, so that
+    their line numbers do not collide."""
+    base = f"{PREFIX}:job:{{{job_id}}}:logseq"
+    return base if rank == 0 else f"{base}:r{rank}"
 
 
 def job_lease(job_id: str) -> str:
     return f"{PREFIX}:lease:job:{{{job_id}}}"
 
 
-def agent_report(job_id: str, attempt: int) -> str:
-    return f"{PREFIX}:agent:{{{job_id}}}:{attempt}"
+def agent_report(job_id: str, attempt: int, rank: int = 0) -> str:
+    """The newest report of one agent: rank 0's (every one-node job's) under the attempt,
+    a gang's other ranks' beside it."""
+    base = f"{PREFIX}:agent:{{{job_id}}}:{attempt}"
+    return base if rank == 0 else f"{base}:r{rank}"
 
 
 def offers(provider: str) -> str:
@@ -168,3 +174,16 @@ def fleet_drained(fleet: str) -> str:
 def fleet_seen(fleet: str) -> str:
     """hash host -> ms of the last SSH contact that succeeded."""
     return f"{PREFIX}:fleet:{{{fleet}}}:seen"
+
+# Users, API tokens and the audit stream (scheduler/store/users.py). The user and token keys
+# share the ``{auth}`` hash tag: creating or revoking a token is one transaction.
+USERS = f"{PREFIX}:{{auth}}:users"            # hash user name -> user JSON
+TOKENS = f"{PREFIX}:{{auth}}:tokens"          # hash sha256(token) -> token record JSON
+TOKEN_IDS = f"{PREFIX}:{{auth}}:token-ids"    # hash token id -> sha256(token)
+AUDIT = f"{PREFIX}:audit"                      # stream of state-changing requests (capped)
+AUDIT_REFUSED = f"{PREFIX}:audit:refused"      # stream of refused unauthenticated ones (capped)
+
+
+def form_once(nonce: str) -> str:
+    """string: the token id a dashboard form with this one-time ``nonce`` created (short TTL)."""
+    return f"{PREFIX}:ui:once:{nonce}"

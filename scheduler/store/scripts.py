@@ -64,8 +64,9 @@ return value
 
 # Append an agent's output lines to the job's log, each line once, in order, whatever reports
 # are sent again (an answer lost) or cut short (lines the agent had to drop).
-# KEYS[1]: the job's log list. KEYS[2]: "<attempt>:<next expected line number>" (one attempt
-# adds output at a time; another attempt's number starts from 0).
+# KEYS[1]: the job's log list. KEYS[2]: "<attempt>:<next expected line number>" of one node's
+# agent (one key per rank of a gang, so ranks never skip each other's lines; one attempt adds
+# output at a time; another attempt's number starts from 0).
 # ARGV[1]: number of the first line given. ARGV[2]: lines the log keeps. ARGV[3]: the attempt.
 # ARGV[4], ARGV[5]: text before and after the count of a note on missing lines.
 # ARGV[6..]: the lines. Lines numbered below the expected one are already there and skipped; a

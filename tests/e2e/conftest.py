@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,10 @@ from tests.e2e.harness import DaemonProcess
 # and three jobs finished before their reclaim) and about a minute on busy ones.
 E2E_STEPS = 45000
 E2E_ENV = {"CHARLM_SEED": "0", "CHARLM_STEPS": str(E2E_STEPS), "CHARLM_CHECKPOINT_EVERY": "2000"}
+# A shorter job for tests that need no reclaim on a market's clock, only a checkpoint and a
+# move (20,000 steps: about 16 s on two idle cores); also the hetero job's settings
+# (tests/e2e/test_cost_to_finish.py), so the two share one reference run.
+SHORT_E2E_ENV = {"CHARLM_SEED": "0", "CHARLM_STEPS": "20000", "CHARLM_CHECKPOINT_EVERY": "1000"}
 
 
 def load_params(path: Path) -> dict[str, np.ndarray]:
@@ -37,9 +42,25 @@ def uninterrupted_run(work: Path, job_env: dict[str, str]) -> Path:
 
 
 @pytest.fixture(scope="session")
-def reference_model(tmp_path_factory) -> Path:
+def reference_models(tmp_path_factory) -> Callable[[dict[str, str]], Path]:
+    """``reference_models(job_env)``: the final model of an uninterrupted run with
+    ``job_env``, made once per session for each distinct ``job_env`` (modules whose jobs run
+    the same settings share one reference run)."""
+    made: dict[tuple[tuple[str, str], ...], Path] = {}
+
+    def model(job_env: dict[str, str]) -> Path:
+        key = tuple(sorted(job_env.items()))
+        if key not in made:
+            made[key] = uninterrupted_run(tmp_path_factory.mktemp("reference"), job_env)
+        return made[key]
+
+    return model
+
+
+@pytest.fixture(scope="session")
+def reference_model(reference_models) -> Path:
     """Final model of an uninterrupted run with the e2e settings, made once per session."""
-    return uninterrupted_run(tmp_path_factory.mktemp("reference"), E2E_ENV)
+    return reference_models(E2E_ENV)
 
 
 @pytest.fixture(scope="session")

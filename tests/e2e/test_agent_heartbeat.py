@@ -10,15 +10,15 @@ import signal
 
 import pytest
 
+from core.config import examples_dir
+from core.models import TAG_ATTEMPT, TAG_JOB
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.keys import created_ms_of
 from scheduler.checkpoints.urls import open_store
-from core.config import examples_dir
-from core.models import TAG_ATTEMPT, TAG_JOB
-from tests.e2e.conftest import E2E_ENV
+from tests.e2e.conftest import SHORT_E2E_ENV
 from tests.e2e.harness import TERMINAL, DaemonProcess
-from tests.fixtures.waiting import wait_until
 from tests.e2e.outcomes import assert_final_model_is_the_reference
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 MARKET = examples_dir() / "market.yaml"
@@ -36,9 +36,12 @@ def daemon(tmp_path):
 
 
 def test_a_silent_agent_is_presumed_lost_and_its_job_resumes_elsewhere(
-        daemon, reference_model, tmp_path):
+        daemon, reference_models, tmp_path):
+    # The agent is lost seconds after the first checkpoint, well before the market's first
+    # reclaim: the shorter job settings do.
+    reference_model = reference_models(SHORT_E2E_ENV)
     daemon.start()
-    job_id = daemon.submit(JOB_SPEC, env=E2E_ENV)["id"]
+    job_id = daemon.submit(JOB_SPEC, env=SHORT_E2E_ENV)["id"]
     recorded = wait_until(lambda: daemon.job(job_id)["last_checkpoint_id"], 60,
                           "a first checkpoint", detail=daemon.log_tail)
     cloud = ReplayProvider(MARKET, daemon.home / "replay")

@@ -33,7 +33,7 @@ from core.config import examples_dir
 from providers.replay import shutdown_cloud
 from scheduler.checkpoints.urls import open_store
 from scheduler.store.fleet import FleetLedger
-from tests.e2e.conftest import E2E_ENV
+from tests.e2e.conftest import E2E_ENV, SHORT_E2E_ENV
 from tests.e2e.harness import TERMINAL, DaemonProcess
 from tests.e2e.outcomes import (
     assert_final_model_is_the_reference,
@@ -170,6 +170,9 @@ def setup(hosts, redis_server_for_fleet, s3_server, tmp_path, monkeypatch):
         return s
 
     yield make
+    for host in hosts.hosts.values():  # a host a failed test killed serves the next test
+        if host.proc is None or host.proc.poll() is not None:
+            host.start()
     for s in made:
         s.close()
         for host in s.hosts:  # anything a failed test left running on a host
@@ -313,11 +316,13 @@ def test_fleet_first_spot_for_the_overflow_and_a_dead_host_resumes_on_the_cloud(
 
 # ----- a daemon killed mid-launch, then a drain -------------------------------------------
 def test_daemon_killed_while_launching_on_a_host_then_the_host_drained(
-        setup, reference_model, tmp_path):
+        setup, reference_models, tmp_path):
+    # No market clock here: a job long enough for a checkpoint, a drain and a move will do.
+    reference_model = reference_models(SHORT_E2E_ENV)
     s = setup(replay=False)
     d = s.daemon().start()
     ledger = s.ledger()
-    job_id = d.submit(JOB_SPEC, env=E2E_ENV, providers={"allow": [FLEET]})["id"]
+    job_id = d.submit(JOB_SPEC, env=SHORT_E2E_ENV, providers={"allow": [FLEET]})["id"]
     claim = wait_until(lambda: ledger.claims(), 60, "the launch to claim a slot",
                        interval_s=0.005, detail=d.log_tail)
     d.kill()

@@ -5,7 +5,7 @@ problems, and the training progress the demo follows."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -35,7 +35,8 @@ PROGRESS_RE = re.compile(r"progress step=(\d+) total=(\d+)(?: loss=([0-9.]+))?")
 def money_line(job: dict[str, Any]) -> Text:
     d = job["derived"]
     label = "cost" if job["state"] in TERMINAL_STATES else "cost so far"
-    text = Text(f"{label} {usd(d['cost_usd'])} for {d['billed_hours']:.2f} instance-hours")
+    hours = d.get("instance_hours", d["billed_hours"])  # a gang's counts every node
+    text = Text(f"{label} {usd(d['cost_usd'])} for {hours:.2f} instance-hours")
     work = d.get("work") or {}
     if work.get("cost_so_far_per_1k_usd") is not None:
         text.append(f" ({per_1k(work['cost_so_far_per_1k_usd'])} per 1k {work['unit']} done)")
@@ -65,8 +66,10 @@ def work_line(job: dict[str, Any]) -> Text | None:
                 + f" {unit}")
     if w.get("rate_units_per_h") is not None:
         gpus = f"{w['gpu_count']}x {w['gpu_model']}"
-        text.append(f" · {count(w['rate_units_per_h'])} {unit}/h on {gpus} "
-                    f"({w['rate_source']}) at {usd(w['price_usd_per_hour'])}/h = ")
+        nodes = ((job.get("spec") or {}).get("resources") or {}).get("nodes") or 1
+        each = f" × {nodes} nodes" if nodes > 1 else ""
+        text.append(f" · {count(w['rate_units_per_h'])} {unit}/h on {gpus}{each} "
+                    f"({w['rate_source']}) at {usd(w['price_usd_per_hour'])}/h{each} = ")
         text.append(f"{per_1k(w['cost_per_1k_usd'])} per 1k {unit}", style="bold")
         if w.get("hours_to_finish") is not None and job["state"] not in TERMINAL_STATES:
             text.append(f" · {w['hours_to_finish']:.1f} h, "
@@ -118,12 +121,47 @@ def placements(job: dict[str, Any]) -> Table:
         d = billed[i] if i < len(billed) else {
             "cost_usd": _billed_hours(p) * o["price_usd_per_hour"],
             "billed_hours": _billed_hours(p), "price_usd_per_hour": o["price_usd_per_hour"]}
+        nodes = d.get("node_count") or len(p.get("nodes") or []) or 1
         table.add_row(
-            str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}",
+            str(p["attempt"]), f"{o['provider']}/{o['zone']} {o['instance_type']}"
+            + (f" ×{nodes}" if nodes > 1 else ""),
             o["market"], usd(d["price_usd_per_hour"], 3), f"{d['billed_hours']:.2f}",
             _placement_end(p, job.get("command_failure")), usd(d["cost_usd"]),
         )
     return table
+
+
+def gang_nodes(gang: dict[str, Any], now: datetime | None = None) -> Table:
+    """A gang's nodes (``derived.gang`` of the job summary,
+    :func:`scheduler.services.jobs.gang_nodes`): rank, instance, zone, state, the last
+    heartbeat (UTC clock and its age at ``now``, default the wall clock) and what each node
+    has cost. Every cell is plain text (an instance id or address is never read as markup)."""
+    ended = " (ended)" if gang.get("ended") else ""
+    table = new_table(f"nodes of attempt {gang['attempt']}{ended}", expand=False)
+    for name, justify in (("rank", "right"), ("instance", "left"), ("zone", "left"),
+                          ("address", "left"), ("state", "left"), ("last heartbeat", "left"),
+                          ("$ per node", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    now = now or datetime.now(UTC)
+    for node in gang["nodes"]:
+        table.add_row(Text(str(node["rank"])), Text(node.get("instance_id") or "-"),
+                      Text(node.get("zone") or "-"), Text(node.get("address") or "-"),
+                      state_text(node["state"]), Text(_heartbeat(node.get("last_heartbeat"), now)),
+                      Text(usd(node["cost_usd"])))
+    return table
+
+
+def _heartbeat(iso: str | None, now: datetime) -> str:
+    if not iso:
+        return "-"
+    age_s = max(0, int((now - datetime.fromisoformat(iso)).total_seconds()))
+    return f"{clock(iso)} ({age_s} s ago)"
+
+
+def gang_total(gang: dict[str, Any]) -> Text:
+    """``gang of 2 nodes: $1.0000 in all`` (the placement's cost, every node counted)."""
+    return Text(f"gang of {plural(gang['node_count'], 'node')}: {usd(gang['cost_usd'])} "
+                "in all", style="bold")
 
 
 def _placement_end(p: dict[str, Any], failure: dict[str, Any] | None) -> str:
@@ -188,6 +226,9 @@ def job_panel(job: dict[str, Any], last_events: int | None = None,
     parts.append(timeline(job, last_events))
     if with_placements and _all_placements(job):
         parts.append(placements(job))
+    gang = (job.get("derived") or {}).get("gang")
+    if gang:
+        parts.extend([gang_nodes(gang), gang_total(gang)])
     return Panel(Group(*parts), title=job["spec"]["name"], box=box.ROUNDED)
 
 
@@ -196,7 +237,7 @@ def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
     columns = [Column("id", "left"), Column("state", "left"), Column("tries", drop=2),
                Column("last offer", "left", drop=5, wrap=True), Column("$/h", drop=6),
                Column("cost"), Column("$/1k units", drop=4), Column("on-demand", drop=3),
-               Column("created", drop=1)]
+               Column("created", drop=1), Column("owner", "left", drop=2)]
     rows = []
     for job in jobs:
         placed = _all_placements(job)
@@ -209,7 +250,8 @@ def jobs_table(jobs: list[dict[str, Any]], width: int | None = None) -> Table:
                                 else o["price_usd_per_hour"])
         rows.append([job["id"], state_text(job["state"]), str(job["attempt"]), offer, price,
                      usd(job["derived"]["cost_usd"]), _per_1k_cell(job["derived"].get("work")),
-                     usd(job["derived"]["on_demand_cost_usd"]), clock(job["created_at"])])
+                     usd(job["derived"]["on_demand_cost_usd"]), clock(job["created_at"]),
+                     job["spec"]["owner"]])
     return fitted_table("jobs", columns, rows, width, expand=True)
 
 

@@ -1,6 +1,7 @@
 """The API fuzzed from its own OpenAPI spec (schemathesis) against a real Redis and a real
-local checkpoint store, with a valid user token: no 5xx, and every answer conforms to the spec
-(status codes, content types, schemas). Bounded: a few dozen examples per operation."""
+local checkpoint store, by an admin and by a plain user, with jobs of both users and of a
+third stored: no 5xx, and every answer conforms to the spec (status codes, content types,
+schemas). Bounded: a few dozen examples per operation and caller."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens
 
-TOKEN = "fuzz-user-token"
+TOKEN = "fuzz-admin-token"  # the daemon's token: the admin's
 AGENT_SECRET = b"fuzz-agent-secret"
 EXAMPLES_PER_OPERATION = 20
 # GET /v1/events long-polls up to wait_s (≤ 10 s) when no event is new: fuzzed values keep
@@ -25,11 +26,34 @@ EXAMPLES_PER_OPERATION = 20
 MAX_FUZZ_WAIT_S = 0.05
 
 
-@pytest.fixture
-def api_schema(redis_client, tmp_path):
-    app = create_app(Store.over(redis_client), LocalObjectStore(tmp_path / "objects"),
-                     AgentTokens(AGENT_SECRET), TOKEN)
+CALLERS = ("admin", "user")
+JOB_SPEC = {"name": "fuzzed", "command": "true"}
+
+
+@pytest.fixture(params=CALLERS)
+def api_schema(request, redis_client, tmp_path):
+    """The app with users alice and bob (their jobs stored, submitted through the API) and
+    the fuzzing caller's token in ``app.state.fuzz_token``: the admin's, or alice's."""
+    store = Store.over(redis_client)
+    app = create_app(store, LocalObjectStore(tmp_path / "objects"), AgentTokens(AGENT_SECRET),
+                     TOKEN)
+    tokens = {"admin": TOKEN}
+    for name in ("alice", "bob"):
+        store.users.add(name, budget_usd=100.0)
+        tokens[name], _ = store.users.create_token(name)
+    client = TestClient(app)
+    for name in ("alice", "bob", "admin"):
+        answer = client.post("/v1/jobs", json={"spec": JOB_SPEC},
+                             headers={"Authorization": f"Bearer {tokens[name]}"})
+        assert answer.status_code == 201, answer.text
+    app.state.fuzz_token = tokens["alice" if request.param == "user" else "admin"]
     return schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+def _auth(case_or_schema) -> dict[str, str]:
+    schema = getattr(case_or_schema, "operation", None)
+    app = (schema.schema if schema is not None else case_or_schema).app
+    return {"Authorization": f"Bearer {app.state.fuzz_token}"}
 
 
 # The agent route takes agent tokens only: fuzzed below with one.
@@ -48,8 +72,7 @@ def test_no_server_error_and_answers_conform(case):
     # Some parameters' formats are stated in prose, not in the schema (durations like "30d",
     # market names), so a schema-valid value may rightly get a 422 naming the field: the
     # positive-acceptance check does not apply; every other check does.
-    case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"},
-                           excluded_checks=[positive_data_acceptance])
+    case.call_and_validate(headers=_auth(case), excluded_checks=[positive_data_acceptance])
 
 
 # Bad inputs found past the fuzzer (which keeps to the schema's types and small sizes), run
@@ -86,11 +109,11 @@ def test_explicit_bad_inputs_are_a_4xx_naming_the_field(api_schema, redis_client
     operation = api_schema[path][method]
     case = operation.Case(query=query, **({"body": body, "media_type": "application/json"}
                                           if body is not None else {}))
-    answer = case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"},
+    answer = case.call_and_validate(headers=_auth(api_schema),
                                     excluded_checks=[positive_data_acceptance])
     assert answer.status_code == status, answer.text[:300]
     assert text in answer.text and len(answer.content) < 4000
-    assert redis_client.keys("ga:job:*") == []
+    assert len(redis_client.keys("ga:job:*")) == 3  # the fixture's jobs only
 
 
 @pytest.mark.parametrize("spec,field", [
@@ -102,9 +125,9 @@ def test_lone_surrogates_in_a_spec_are_a_422_naming_the_field(api_schema, redis_
                                                                field):
     """Found by hand past the fuzzer (which generates valid Unicode only): JSON escapes of half
     a UTF-16 pair used to reach Redis and fail there with a 500."""
-    client = TestClient(api_schema.app, headers={"Authorization": f"Bearer {TOKEN}"})
+    client = TestClient(api_schema.app, headers=_auth(api_schema))
     answer = client.post("/v1/jobs", content=json.dumps({"spec": spec}).encode(),
                          headers={"Content-Type": "application/json"})
     assert answer.status_code == 422, answer.text
     assert answer.json()["problems"][0]["field"] == field
-    assert redis_client.keys("ga:job:*") == []
+    assert len(redis_client.keys("ga:job:*")) == 3

@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from scheduler.api import limits as body_limits
+from scheduler.api.auth import Decision
 from scheduler.api.app import create_app
 from scheduler.checkpoints.local import LocalObjectStore
 from core.models import limits as L
@@ -117,6 +118,16 @@ def test_the_largest_valid_submission_fits_the_body_limits(client, redis_client)
     assert len(body) <= body_limits.SUBMIT_BODY_MAX_BYTES
 
 
+class _AnyoneMayCall:
+    """An authenticator that lets every request through: this test is about body budgets."""
+
+    def decide(self, *_):
+        return Decision()
+
+    def csrf_ok(self, *_):
+        return True
+
+
 def test_parallel_large_bodies_past_the_buffer_budget_get_a_503_to_retry():
     """Two bodies held at once against a budget for one: the second is told to retry (and is
     not buffered), and once the first is done a third goes through."""
@@ -131,7 +142,7 @@ def test_parallel_large_bodies_past_the_buffer_budget_get_a_503_to_retry():
         await send({"type": "http.response.body", "body": b"ok"})
 
     middleware = body_limits.BodyLimitMiddleware(app, limit_for=lambda _: 10_000,
-                                                 authorized=lambda *_: True,
+                                                 auth=_AnyoneMayCall(),
                                                  buffered_max=body_limits.HANDLING_FACTOR * 6_000)
 
     async def run():

@@ -57,7 +57,11 @@ def test_a_boolean_is_not_a_number(api, redis_client, field):
 
 
 def test_an_owner_whose_budget_is_spent_cannot_submit(api, redis_client):
-    client = api[0]
+    """The daemon config's budget of a user without one of their own; the admin (the test's
+    token) submits on the users' behalf."""
+    client, store = api[0], api[1]
+    store.users.add("alice")
+    store.users.add("bob")
     spend = SpendStore(redis_client)
     spend.publish_settings(BudgetSettings(users={"alice": 10.0}))
     spend.record("alice", "old-job", 9.0)

@@ -5,6 +5,7 @@ One real sshd for the module (tests/fixtures/sshd.py); the parsing is tested dir
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,3 +157,34 @@ def test_a_hashed_unparsable_entry_is_named_too(fleet, box, tmp_path) -> None:
     known.write_text(f"[127.0.0.1]:1 {box.host_key}\n{hashed} ssh-ed25519 !!!notbase64\n")
     with pytest.raises(ProviderConfigError, match=f"{known}:2"):
         build_providers([entry(fleet, known)], tmp_path, tmp_path)
+
+
+def test_a_command_in_flight_when_the_host_dies_fails_at_once_not_at_its_timeout(
+        fleet, box) -> None:
+    """A SIGKILLed sshd closes the channel without an exit status: the caller (a reconcile
+    pass) must hear "connection lost" then, not after the command's whole timeout."""
+    ssh = HostConnections("hostile", None, 5)
+    settings = HostSettings.model_validate(box.host_settings(fleet.identity_file))
+    assert ssh.run(settings, "echo ok", 10).stdout.strip() == "ok"  # the connection is up
+    failed: list[BaseException] = []
+
+    def long_command() -> None:
+        try:
+            ssh.run(settings, "sleep 60", 60)
+        except BaseException as exc:  # noqa: BLE001 - kept for the assertion
+            failed.append(exc)
+
+    worker = threading.Thread(target=long_command)
+    worker.start()
+    time.sleep(1)
+    started = time.monotonic()
+    try:
+        box.kill()
+        worker.join(30)
+        assert not worker.is_alive(), "run() still waiting on a dead host"
+        assert time.monotonic() - started < 15
+        [exc] = failed
+        assert isinstance(exc, TransientError) and exc.code == "ConnectionLost", exc
+    finally:
+        box.start()
+        worker.join(60)

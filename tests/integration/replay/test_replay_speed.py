@@ -4,8 +4,6 @@ instance's agent as ``SCHED_REPLAY_SPEED`` (and from the real agent on to the jo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from providers.base import LaunchRequest
 from providers.replay import ReplayProvider, shutdown_cloud
 from providers.replay.market import MarketError, load_market
 from tests.fixtures.waiting import wait_until
+from tests.integration.agent.conftest import agent_env, kill_agents, start_agent
 from tests.integration.agent.fakes import REPO_ROOT, AgentProcess, FakeDaemon
 
 STANDIN_AGENT = Path(__file__).with_name("standin_agent.py")
@@ -103,29 +102,17 @@ def launch_agent_for_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def launch(speed: str):
         work_dir = tmp_path / "instance"
-        work_dir.mkdir()
         spec = {"name": "speed", "command": f"{sys.executable} -c "
                 "\"import os; print('speed=' + os.environ['SCHED_REPLAY_SPEED'])\""}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GA_")}
-        env.update(PYTHONPATH=str(REPO_ROOT), SCHED_REPLAY_SPEED=speed,
-                   GA_API_URL=daemon.base_url, GA_AGENT_TOKEN=daemon.token,
-                   GA_INSTANCE_ID="r-1", GA_JOB_ID="job-speed", GA_ATTEMPT="1",
-                   GA_STORE_URL=str(tmp_path / "store"), GA_METADATA_FLAVOR="none",
-                   GA_WORK_DIR=str(work_dir), GA_JOB_SPEC=json.dumps(spec))
-        log_path = work_dir / "agent.log"
-        with open(log_path, "wb") as log:
-            popen = subprocess.Popen([sys.executable, "-m", "scheduler.agent"], cwd=work_dir,
-                                     env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        agent = AgentProcess(popen, work_dir, log_path)
+        env = agent_env(work_dir, daemon.base_url, daemon.token, job_id="job-speed", attempt=1,
+                        instance_id="r-1", store_url=str(tmp_path / "store"), spec=spec,
+                        SCHED_REPLAY_SPEED=speed)
+        agent = start_agent(work_dir, env)
         started.append(agent)
         return daemon, agent
 
     yield launch
-    for agent in started:
-        if agent.popen.poll() is None:
-            agent.popen.kill()
-            agent.popen.wait()
+    kill_agents(started)
     daemon.stop()
 
 

@@ -26,13 +26,14 @@ def job(state="running"):
     offer = {"provider": "aws", "zone": "us-east-1b", "instance_type": "g4dn.12xlarge",
              "market": "spot", "price_usd_per_hour": 1.2}
     return {"id": JOB_ID, "state": state, "attempt": 3, "created_at": "2026-11-30T10:00:00+00:00",
-            "placements": [], "placement": {"offer": offer},
+            "placements": [], "placement": {"offer": offer}, "spec": {"owner": "alice"},
             "derived": {"cost_usd": 1234.5678, "on_demand_cost_usd": 4321.1234}}
 
 
 def test_jobs_table_keeps_the_id_whole():
     out = text(render.jobs_table([job(), job("succeeded")]))
     assert out.count(JOB_ID) == 2 and "$1,234.5678" in out
+    assert text(render.jobs_table([job()], width=200), 200).count("alice") == 1  # the owner
 
 
 def test_narrow_tables_drop_columns_and_say_which():

@@ -31,9 +31,9 @@ from scheduler.timing import (
     ORPHAN_GRACE_S,
     UNAVAILABLE_OFFER_TTL_S,
 )
-from tests.factories.jobs import spec
 from tests.factories.offers import offer
 from tests.fakes.compute import FakeClock, FakeCompute
+from tests.fakes.context import fake_cloud_context, stored_job, submit_job
 
 OWNER = "ga-test"
 CHEAP = offer(provider="fake", zone="us-west-2a", price_usd_per_hour=0.9)
@@ -52,30 +52,11 @@ def cloud(clock: FakeClock) -> FakeCompute:
 
 @pytest.fixture
 def ctx(redis_client, cloud: FakeCompute, clock: FakeClock) -> Context:
-    store = Store.over(redis_client)
-    store.offers.replace_offers(cloud.name, [o.model_copy(update={"observed_at": clock()})
-                                             for o in cloud.offers])
-    bootstrap = AgentBootstrap(api_url="http://127.0.0.1:9", store_url="file:///nowhere",
-                               tokens=AgentTokens(b"s"))
-    return Context(store=store, providers=ProviderRegistry([cloud]), bootstrap=bootstrap,
-                   owner=OWNER, clock=clock)
-
-
-def _submit(ctx: Context) -> Job:
-    now = ctx.clock()
-    job = Job(id="job-1", spec=spec(), created_at=now, updated_at=now)
-    job.record(JobState.PENDING, "submitted", at=now)
-    return ctx.store.jobs.create(job)
-
-
-def _job(ctx: Context) -> Job:
-    job = ctx.store.jobs.get("job-1")
-    assert job is not None
-    return job
+    return fake_cloud_context(redis_client, cloud, clock, OWNER)
 
 
 def _report(ctx: Context, phase: AgentPhase, **fields) -> None:
-    job = _job(ctx)
+    job = stored_job(ctx)
     now = ctx.clock()
     ctx.store.agents.save_report(AgentReport(job_id=job.id, attempt=job.placement.attempt,
                                              phase=phase, at=now, received_at=now, **fields))
@@ -83,28 +64,28 @@ def _report(ctx: Context, phase: AgentPhase, **fields) -> None:
 
 def _running(ctx: Context, clock: FakeClock) -> Job:
     """A job placed on CHEAP, launched, and reported running by its agent."""
-    _submit(ctx)
+    submit_job(ctx)
     reconcile_pass(ctx)
     _report(ctx, AgentPhase.RUNNING)
     clock.advance(1)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.RUNNING and job.placement.offer.key == CHEAP.key
     return job
 
 
 def test_a_launch_whose_reply_was_lost_is_repeated_with_its_token_and_makes_one_instance(
         ctx, cloud, clock):
-    _submit(ctx)
+    submit_job(ctx)
     cloud.fail_next("launch", TransientError("read timeout"), after=True)
     reconcile_pass(ctx)  # placed, launched; the reply never came back
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.PROVISIONING and job.placement.instance_id is None
     assert len(cloud.instances) == 1
 
     clock.advance(5)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     [instance] = cloud.instances.values()
     assert job.placement.instance_id == instance.id
     assert instance.client_token == job.placement.client_token == client_token("job-1", 1)
@@ -114,10 +95,10 @@ def test_a_launch_whose_reply_was_lost_is_repeated_with_its_token_and_makes_one_
 
 def test_a_capacity_error_marks_the_offer_unavailable_and_the_next_pass_picks_another(
         ctx, cloud, clock):
-    _submit(ctx)
+    submit_job(ctx)
     cloud.fail_next("launch", CapacityError("InsufficientInstanceCapacity", provider="fake"))
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.PENDING and "no capacity" in job.events[-1].message
     assert job.placements[-1].end_reason is PlacementEnd.LAUNCH_FAILED
     assert ctx.store.offers.unavailable() == {CHEAP.key}  # the capacity cache in Redis
@@ -125,7 +106,7 @@ def test_a_capacity_error_marks_the_offer_unavailable_and_the_next_pass_picks_an
 
     clock.advance(5)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.PROVISIONING and job.placement.attempt == 2
     assert [r.offer.key for r in cloud.calls_of("launch")] == [CHEAP.key, NEXT.key]
     [instance] = cloud.instances.values()
@@ -137,7 +118,7 @@ def test_a_preemption_notice_starts_the_migration(ctx, cloud, clock):
     notice = cloud.notice(job.placement.instance_id, in_s=120)
     clock.advance(1)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.CHECKPOINTING
     assert job.events[-1].message.startswith("preemption notice: terminate")
     assert CHEAP.key in ctx.store.offers.unavailable()  # not placed there again for a while
@@ -145,13 +126,13 @@ def test_a_preemption_notice_starts_the_migration(ctx, cloud, clock):
     _report(ctx, AgentPhase.CHECKPOINTED, checkpoint_id="c-1", notice=notice)
     clock.advance(1)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.MIGRATING and job.last_checkpoint_id == "c-1"
     assert job.placements[-1].end_reason is PlacementEnd.PREEMPTED
 
     clock.advance(1)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.PROVISIONING and job.placement.offer.key == NEXT.key
     assert cloud.instances[job.placement.instance_id].client_token == client_token("job-1", 2)
 
@@ -164,12 +145,12 @@ def test_a_failed_describe_is_never_read_as_the_instance_gone(ctx, cloud, clock)
     cloud.forget(instance_id)  # a listing without it would mean "gone" ...
     cloud.fail_next("describe", TransientError("RequestLimitExceeded"))
     reconcile_pass(ctx)  # ... but this pass could not list at all
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.RUNNING and job.placement.instance_id == instance_id
     assert cloud.calls_of("terminate") == []
 
     reconcile_pass(ctx)  # the same facts, listed: now it is gone
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.MIGRATING and f"instance {instance_id} gone" in \
         job.events[-1].message
     assert job.placements[-1].end_reason is PlacementEnd.LOST
@@ -222,7 +203,7 @@ def test_a_notice_only_the_provider_gives_still_ends_the_placement_as_preempted(
             message="agent received SIGTERM")
     clock.advance(1)
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     assert job.state is JobState.MIGRATING
     assert job.placements[-1].end_reason is PlacementEnd.PREEMPTED
     assert "after the preemption notice" in job.events[-1].message
@@ -242,17 +223,17 @@ def test_a_refused_launch_on_exact_capacity_is_skipped_only_until_the_next_offer
                   bootstrap=AgentBootstrap(api_url="http://127.0.0.1:9",
                                            store_url="file:///nowhere", tokens=AgentTokens(b"s")),
                   owner=OWNER, clock=clock)
-    _submit(ctx)
+    submit_job(ctx)
     owned.fail_next("launch", CapacityError("slot taken", provider="fake"))
     reconcile_pass(ctx)
-    job = _job(ctx)
+    job = stored_job(ctx)
     # The stored offers are a poll old: the refused slot is not tried again every pass ...
     assert job.state is JobState.PENDING and job.events[-1].message.endswith(
         f"offer skipped for {OFFER_POLL_S:.0f} s")
     assert ctx.store.offers.unavailable() == {CHEAP.key}
     clock.advance(1)
     reconcile_pass(ctx)
-    assert _job(ctx).placement.offer.key == NEXT.key
+    assert stored_job(ctx).placement.offer.key == NEXT.key
     # ... but only until the next one (a cloud's offer would be skipped for minutes).
     [(_, expiry_ms)] = redis_client.zrange(keys.UNAVAILABLE_OFFERS, 0, -1, withscores=True)
     assert expiry_ms / 1000 - time.time() <= OFFER_POLL_S < UNAVAILABLE_OFFER_TTL_S

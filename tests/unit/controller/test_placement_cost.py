@@ -42,6 +42,22 @@ def test_a_price_that_doubles_mid_run_is_billed_piecewise():
     assert running.cost_usd(now=T0 + 90 * timedelta(minutes=1)) == pytest.approx(1.0 + 1.0)
 
 
+def test_since_bills_only_the_part_of_the_run_inside_the_window():
+    # $1/h for 1 h, then $2/h for 2 h, in a 60x market: cut at 30 wall minutes in.
+    p = _placement(price=1.0, end=T0 + 3 * H, scale=60.0, changes=[(T0 + H, 2.0)])
+    half = T0 + 30 * timedelta(minutes=1)
+    assert p.cost_usd(since=half) == pytest.approx(60 * (1.0 * 0.5 + 2.0 * 2))
+    assert p.billed_hours(since=half) == pytest.approx(60 * 2.5)
+    assert p.cost_usd(since=T0 - H) == pytest.approx(p.cost_usd())  # window before the start
+    assert p.cost_usd(since=T0 + 3 * H) == 0 and p.billed_hours(since=T0 + 4 * H) == 0
+    running = _placement(price=1.0, changes=[(T0 + H, 2.0)])
+    assert running.cost_usd(now=T0 + 2 * H, since=T0 + H) == pytest.approx(2.0)
+    job = Job(id="j", spec=spec(), state=JobState.RUNNING, created_at=T0 - 5 * H, updated_at=T0,
+              placement=running, on_demand_reference_usd_per_hour=3.0)
+    assert job.cost_usd(T0 + 2 * H, since=T0 + H) == pytest.approx(2.0)
+    assert job.on_demand_cost_usd(T0 + 2 * H, since=T0 + H) == pytest.approx(3.0)
+
+
 def test_a_change_before_the_start_sets_the_price_at_the_start():
     p = _placement(price=1.0, end=T0 + 2 * H)
     p.price_changes = [PriceChange(at=T0 - H, price_usd_per_hour=3.0)]  # as stored

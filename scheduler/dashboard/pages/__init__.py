@@ -1,0 +1,1 @@
+"""Dashboard page groups: each module's ``router(store, objects)`` serves its pages."""
