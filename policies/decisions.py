@@ -53,7 +53,8 @@ Ties break on the static offer rank: on-demand before spot, lower interruption r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
@@ -62,6 +63,7 @@ from policies.availability import residual_up_h
 from policies.views import (
     NO_OFFER,
     NO_ZONE,
+    AvailabilityStats,
     Decision,
     JobView,
     MarketView,
@@ -481,6 +483,118 @@ def should_migrate(jobs: JobView, market: MarketView,
         zero = np.zeros(len(jobs))
         return MigrationDecision(stay.offer != jobs.current, stay.offer, stay.reason, zero, zero)
     return _migrate(_context(jobs, market, cfg))
+
+
+def _same(a, b) -> bool:
+    """Bit-for-bit equal values (arrays: dtype, shape and bytes; else ``==``)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if is_dataclass(a) and is_dataclass(b):
+        a, b = a.__dict__, b.__dict__
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def _shared_key(jobs: JobView, market: MarketView) -> tuple:
+    """What items must share to be decided in one call: the offers, prices, offer stats,
+    correlation, the kind of speeds, and which optional job fields are filled."""
+    speed = np.asarray(market.speed)
+    return (market.offers, market.price_usd_per_hour, market.offer_stats.__dict__,
+            market.zone_correlation, speed.size == 0,
+            tuple(getattr(jobs, f.name).size == 0 for f in fields(JobView)))
+
+
+def _stackable(jobs: JobView, market: MarketView) -> bool:
+    m = len(market.offers)
+    one_row = lambda a: np.ndim(a) == 1 and np.shape(a)[0] == m  # noqa: E731
+    speed = np.asarray(market.speed)
+    return m > 0 and one_row(market.price_usd_per_hour) and \
+        all(one_row(v) for v in market.offer_stats.__dict__.values()) and \
+        (speed.size == 0 or one_row(speed) or speed.shape == (len(jobs), m)) and \
+        (market.zone_correlation is None or np.ndim(market.zone_correlation) == 2) and \
+        all(np.shape(v) == (len(jobs),) for v in market.pool_stats.__dict__.values())
+
+
+def _stack(items: list[tuple[JobView, MarketView]]) -> tuple[JobView, MarketView]:
+    """One view of every item's jobs against their shared market (see :func:`_shared_key`)."""
+    first = items[0][1]
+    m = len(first.offers)
+    jobs = JobView(**{f.name: np.concatenate([getattr(j, f.name) for j, _ in items])
+                      for f in fields(JobView)})
+    rows = lambda a, n: np.broadcast_to(a, (n, m))  # noqa: E731
+    available = np.concatenate([rows(mk.available, len(j)) for j, mk in items])
+    speed = np.asarray(first.speed)
+    if speed.size:
+        speed = np.concatenate([rows(np.asarray(mk.speed, dtype=float), len(j)) for j, mk in items])
+    pool = AvailabilityStats(**{f: np.concatenate([getattr(mk.pool_stats, f) for _, mk in items])
+                                for f in first.pool_stats.__dict__})
+    return jobs, replace(first, available=available, pool_stats=pool, speed=speed)
+
+
+def _split(decision: MigrationDecision, sizes: list[int]) -> list[MigrationDecision]:
+    cuts = np.cumsum(sizes)[:-1]
+    parts = {f.name: np.split(getattr(decision, f.name), cuts) for f in fields(MigrationDecision)}
+    return [MigrationDecision(**{k: v[i] for k, v in parts.items()}) for i in range(len(sizes))]
+
+
+def _decide_stacked(items: Sequence[tuple[JobView, MarketView]], batch: list[int],
+                    out: list, cfg: PolicyConfig) -> None:
+    jobs, market = _stack([items[b] for b in batch])
+    parts = _split(should_migrate(jobs, market, cfg), [len(items[b][0]) for b in batch])
+    for b, part in zip(batch, parts):
+        out[b] = part
+
+
+def should_migrate_many(items: Sequence[tuple[JobView, MarketView]],
+                        cfg: PolicyConfig = DEFAULT_CONFIG,
+                        max_rows: int = 256) -> list[MigrationDecision]:
+    """:func:`should_migrate` for many ``(jobs, market)`` pairs at once (a pass over the running
+    jobs, each with its own view), with the same results as one call per pair, bit for bit.
+
+    Pairs whose markets share the offer table, prices, offer stats and zone correlation (equal
+    values: a daemon snapshot's views do) and whose job views fill the same optional fields are
+    stacked, each job keeping its own ``available`` row, pool stats and speeds, and decided
+    together, ``max_rows`` jobs per call (bounded ``(rows, m)`` arrays); every per-job figure
+    of the policy is row-wise, so stacking changes nothing. Other pairs are decided alone.
+
+    Args:
+        items: ``k`` pairs, each ``n_i`` jobs and the market they are decided against (as
+            :func:`should_migrate` takes them).
+        cfg: policy knobs.
+        max_rows: jobs per stacked call (>= 1).
+
+    Returns:
+        ``k`` :class:`MigrationDecision`, the ``i``-th of ``n_i`` rows, in the order given.
+    """
+    out: list[MigrationDecision | None] = [None] * len(items)
+    groups: list[tuple[tuple, list[int]]] = []
+    for i, (jobs, market) in enumerate(items):
+        if not _stackable(jobs, market):
+            out[i] = should_migrate(jobs, market, cfg)
+            continue
+        key = _shared_key(jobs, market)
+        for shared, members in groups:
+            if len(shared) == len(key) and all(_same(a, b) for a, b in zip(shared, key)):
+                members.append(i)
+                break
+        else:
+            groups.append((key, [i]))
+    for _, members in groups:
+        batch: list[int] = []
+        rows = 0
+        for i in members:
+            if batch and rows + len(items[i][0]) > max_rows:
+                _decide_stacked(items, batch, out, cfg)
+                batch, rows = [], 0
+            batch.append(i)
+            rows += len(items[i][0])
+        if batch:
+            _decide_stacked(items, batch, out, cfg)
+    return out  # type: ignore[return-value]
 
 
 def decide(jobs: JobView, market: MarketView, cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
