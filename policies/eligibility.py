@@ -18,8 +18,9 @@ from policies.views import OfferTable
 
 
 def _isin(codes: np.ndarray, vocab: tuple[str, ...], names: Sequence[str]) -> np.ndarray:
-    wanted = [i for i, v in enumerate(vocab) if v in set(names)]
-    return np.isin(codes, wanted)
+    names = set(names)
+    table = np.array([v in names for v in vocab] + [False], bool)
+    return table[codes]
 
 
 def _permits(rule: AllowDeny, codes: np.ndarray, vocab: tuple[str, ...]) -> np.ndarray:
@@ -64,13 +65,33 @@ def _market(spec: JobSpec, table: OfferTable, price: np.ndarray) -> np.ndarray:
     return ok
 
 
-_PARTS = (
-    ("hardware", _hardware, lambda s: s.resources.model_dump_json()),
-    ("location", _location, lambda s: f"{s.providers.model_dump_json()}{s.regions.model_dump_json()}"
-                                      f"{s.zones.model_dump_json()}"),
-    ("market", None, lambda s: f"{s.market.value}|{s.max_price_usd_per_hour}|"
-                               f"{s.max_interruption_risk}"),
-)
+def _kind(spec: JobSpec, table: OfferTable) -> np.ndarray:
+    """The market part without the price limit (spot / on-demand, interruption risk)."""
+    ok = np.ones(len(table), bool)
+    if spec.market is MarketChoice.SPOT:
+        ok &= table.is_spot
+    elif spec.market is MarketChoice.ON_DEMAND:
+        ok &= ~table.is_spot
+    if spec.max_interruption_risk is not None:
+        ok &= table.interruption_risk <= spec.max_interruption_risk
+    return ok
+
+
+def _rule_key(rule: AllowDeny) -> tuple:
+    return tuple(rule.allow), tuple(rule.deny)
+
+
+def _part_keys(spec: JobSpec) -> tuple[tuple, tuple, tuple]:
+    """Keys of the hardware, location and market parts: every field each reads, except the
+    price limit (checked per job)."""
+    res = spec.resources
+    return ((res.gpu_count, res.min_vram_gib, res.min_vcpus, res.min_memory_gib,
+             None if not res.gpu_models else tuple(res.gpu_models), res.nodes),
+            (_rule_key(spec.providers), _rule_key(spec.regions), _rule_key(spec.zones)),
+            (spec.market, spec.max_interruption_risk))
+
+
+_PART_FNS = (_hardware, _location, _kind)
 
 
 def spec_mask(spec: JobSpec, table: OfferTable, price_usd_per_hour: np.ndarray) -> np.ndarray:
@@ -85,23 +106,42 @@ def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_h
     """``(n, m)`` bool: offer ``j`` is admitted by spec ``i`` and not marked unavailable.
 
     Args:
-        specs: ``n`` job specs. The hardware, location and market parts of the constraints are
-            each evaluated once per distinct value among the specs, then combined.
+        specs: ``n`` job specs. Specs alike in everything but their price limit share one
+            evaluation of the constraints (once per distinct kind of spec); the price limits
+            are one broadcast comparison for all jobs.
         table: the offers' columns (:meth:`OfferTable.from_offers`).
         price_usd_per_hour: ``(m,)`` current prices.
         unavailable: ``(m,)`` bool, offers that must not be used now (capacity errors, a zone
             just reclaimed), or ``None``.
     """
-    cache: dict[tuple[str, str], np.ndarray] = {}
-    out = np.empty((len(specs), len(table)), bool)
+    m = len(table)
+    parts: list[dict[tuple, np.ndarray]] = [{}, {}, {}]
+    classes: dict[tuple, int] = {}
+    rows: list[np.ndarray] = []
+    index = np.empty(len(specs), dtype=np.intp)
     for i, spec in enumerate(specs):
-        row = None
-        for name, fn, key in _PARTS:
-            k = (name, key(spec))
-            if k not in cache:
-                cache[k] = fn(spec, table) if fn else _market(spec, table, price_usd_per_hour)
-            row = cache[k] if row is None else row & cache[k]
-        out[i] = row
+        keys = _part_keys(spec)
+        c = classes.get(keys)
+        if c is None:
+            row = None
+            for cache, key, fn in zip(parts, keys, _PART_FNS):
+                if key not in cache:
+                    cache[key] = fn(spec, table)
+                row = cache[key] if row is None else row & cache[key]
+            c = classes[keys] = len(rows)
+            rows.append(row)
+        index[i] = c
+    masks = np.array(rows, bool).reshape(len(rows), m)
     if unavailable is not None:
-        out &= ~unavailable[None, :]
+        masks &= ~unavailable[None, :]
+    limits = [spec.max_price_usd_per_hour for spec in specs]
+    out = masks[index]
+    if any(limit is not None for limit in limits):
+        price = np.asarray(price_usd_per_hour, dtype=float)
+        cap = np.array([np.inf if limit is None else limit for limit in limits], dtype=float)
+        within = price[None, :] <= cap[:, None]
+        if np.isnan(price).any():
+            # no limit admits any price, even an unknown one
+            within |= np.array([limit is None for limit in limits])[:, None]
+        out &= within
     return out
