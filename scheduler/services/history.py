@@ -119,6 +119,16 @@ def _hardware_of(hw: dict[str, dict[str, Any]], key: OfferKey) -> dict[str, Any]
     return found
 
 
+def _types_with_gpu(hw: dict[str, dict[str, Any]], gpu: str) -> list[tuple[str, str]]:
+    """``(provider, instance_type)`` pairs whose GPU model is ``gpu`` (case-insensitive), as
+    :func:`_hardware_of` resolves them (the map, then the AWS table), for the series index."""
+    found = [tuple(name.split("/", 1)) for name, info in hw.items()
+             if "/" in name and str(info.get("gpu_model", "")).lower() == gpu.lower()]
+    found += [("aws", t) for t, info in AWS_GPU_TYPES.items()
+              if f"aws/{t}" not in hw and str(info["gpu_model"]).lower() == gpu.lower()]
+    return found
+
+
 def select_series(store: Store, *, gpu: str | None = None, provider: str | None = None,
                   region: str | None = None, zone: str | None = None,
                   instance_type: str | None = None, market: str | None = None,
@@ -134,7 +144,8 @@ def select_series(store: Store, *, gpu: str | None = None, provider: str | None 
               "instance_type": instance_type, "market": market}
     wanted = {k: v.lower() for k, v in wanted.items() if v is not None}
     out = []
-    for series in store.offers.history.series(source):
+    types = None if not gpu else _types_with_gpu(hw, gpu)
+    for series in store.offers.history.series(source, types=types, **wanted):
         parts = series.split("/")
         if len(parts) != 5:
             continue

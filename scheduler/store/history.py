@@ -42,9 +42,10 @@ from datetime import datetime
 import redis
 
 from core.models import PriceObservation
-from scheduler.store import keys
+from scheduler.store import history_index, keys
 from scheduler.store.history_compaction import Compaction, due_for_compaction
-from scheduler.store.history_scripts import APPEND
+from scheduler.store.history_index import SeriesIndex
+from scheduler.store.history_scripts import APPEND, run_pipelined
 from scheduler.store.history_sources import REAL, check, is_replay
 from scheduler.store.rollups import (
     AppendResult,
@@ -72,6 +73,7 @@ class HistoryStore:
         self._r = client
         self._append = client.register_script(APPEND)
         self._compaction = Compaction(client)
+        self._index = SeriesIndex(client)
 
     # ----- settings ---------------------------------------------------------------------------
     def settings(self) -> HistorySettings:
@@ -134,25 +136,36 @@ class HistoryStore:
                       seen_until: Mapping[str, datetime], settings: HistorySettings,
                       source: str) -> AppendResult:
         result = AppendResult()
-        with self._r.pipeline(transaction=False) as pipe:
-            for series in names:
-                args = [series, str(to_ms(seen_until[series])) if series in seen_until else "",
-                        ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items())),
-                        source]
-                self._append(keys=[keys.history_raw(series, source),
-                                   keys.history_meta(series, source),
-                                   keys.series_index(source)], args=args, client=pipe)
-            replies = pipe.execute()
-        due = []
-        for series, (stored, unchanged, late, count, oldest, seen) in zip(names, replies):
+        calls = [([keys.history_raw(series, source), keys.history_meta(series, source)],
+                  [series, str(to_ms(seen_until[series])) if series in seen_until else "",
+                   ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items())),
+                   source]) for series in names]
+        replies = run_pipelined(self._r, self._append, calls)
+        due, new = [], []
+        for series, (stored, unchanged, late, count, oldest, seen, to_index) in zip(names, replies):
             result.stored += stored
             result.unchanged += unchanged
             result.late += late
+            if to_index:
+                new.append(series)
             if oldest >= 0 and due_for_compaction(settings, int(seen), int(count), int(oldest)):
                 due.append(series)
+        if new:
+            self._index_new(new, source)
         if due:
             result.compacted += self.compact(due, settings, source)
         return result
+
+    def _index_new(self, names: list[str], source: str) -> None:
+        """Index series the append script found unindexed, then mark them (meta ``ix``): two
+        round trips, in this order, so a series is marked only once it is indexed."""
+        with self._r.pipeline(transaction=False) as pipe:
+            history_index.add_commands(pipe, names, source)
+            pipe.execute()
+        with self._r.pipeline(transaction=False) as pipe:
+            for series in names:
+                pipe.hset(keys.history_meta(series, source), "ix", "1")
+            pipe.execute()
 
     def compact(self, names: list[str], settings: HistorySettings | None = None,
                 source: str = REAL) -> int:
@@ -167,9 +180,30 @@ class HistoryStore:
         """Every source with history: ``real`` first, then the replayed markets', sorted."""
         return [REAL] + sorted(self._r.smembers(keys.HISTORY_SOURCES))
 
-    def series(self, source: str = REAL) -> list[str]:
-        """Every series with history in ``source``, sorted."""
-        return sorted(self._r.smembers(keys.series_index(source)))
+    def series(self, source: str = REAL, *, types: Iterable[tuple[str, str]] | None = None,
+               **wanted: str | None) -> list[str]:
+        """The series with history in ``source``, sorted: every one, or those whose fields
+        equal ``wanted`` (``provider``, ``region``, ``zone``, ``instance_type``, ``market``;
+        case-insensitive; ``None`` values ignored) and, with ``types``, whose
+        ``(provider, instance_type)`` is one of them (``[]``: none).
+
+        Filtered, it reads only the matching series' names from the index
+        (:mod:`scheduler.store.history_index`), building the index once over history stored
+        before it existed; while another replica builds it, it scans every name instead.
+
+        Raises:
+            ValueError: a field other than those five.
+        """
+        given = {f: v for f, v in wanted.items() if v is not None}
+        unknown = set(given) - set(history_index.FIELDS)
+        if unknown:
+            raise ValueError(f"unknown series field(s) {sorted(unknown)}; allowed: "
+                             f"{', '.join(history_index.FIELDS)}")
+        if not given and types is None:
+            return sorted(self._r.smembers(keys.series_index(source)))
+        if self._index.ready(source):
+            return sorted(self._index.find(source, given, types))
+        return _scan(self._r.smembers(keys.series_index(source)), given, types)
 
     def source_of(self, providers: Iterable[str]) -> dict[str, str]:
         """The history source each provider name's latest offers come from (written with the
@@ -324,6 +358,23 @@ class HistoryStore:
     def hardware(self) -> dict[str, dict[str, object]]:
         """Every known ``"provider/instance_type"`` → hardware mapping."""
         return {k: json.loads(v) for k, v in self._r.hgetall(keys.HISTORY_HARDWARE).items()}
+
+
+def _scan(names: Iterable[str], wanted: Mapping[str, str],
+          types: Iterable[tuple[str, str]] | None) -> list[str]:
+    """The names among ``names`` matching as :meth:`HistoryStore.series` says, by reading
+    each (what the index saves a query from)."""
+    want = {f: v.lower() for f, v in wanted.items()}
+    pairs = None if types is None else {(p.lower(), t.lower()) for p, t in types}
+    out = []
+    for series in names:
+        found = history_index.fields_of(series)
+        if found is None or any(found[f] != v for f, v in want.items()):
+            continue
+        if pairs is not None and (found["provider"], found["instance_type"]) not in pairs:
+            continue
+        out.append(series)
+    return sorted(out)
 
 
 def _point(member: str) -> tuple[int, float]:

@@ -14,7 +14,7 @@ import hashlib
 import redis
 
 from scheduler.store import keys
-from scheduler.store.history_scripts import COMPACT
+from scheduler.store.history_scripts import COMPACT, run_pipelined
 from scheduler.store.rollups import (
     DAY_MS,
     HOUR_MS,
@@ -71,26 +71,23 @@ class Compaction:
                 pipe.zrevrangebyscore(keys.history_hourly(meta.series, source), "+inf", "-inf",
                                       start=0, num=1)
             replies = pipe.execute()
-        with self._r.pipeline(transaction=False) as pipe:
-            planned = 0
-            for i, (meta, cutoff, excess) in enumerate(plans):
-                at_excess, members, last_blob = replies[3 * i: 3 * i + 3]
-                if excess > 0 and at_excess:
-                    by_count = min(floor_hour(int(at_excess[0][1])) + HOUR_MS,
-                                   floor_hour(meta.last_seen_ms))
-                    if by_count > cutoff:
-                        cutoff = by_count
-                        members = self._r.zrangebyscore(keys.history_raw(meta.series, source),
-                                                        "-inf", f"({cutoff}")
-                args = self._plan(meta, cutoff, members, last_blob, settings)
-                if args is None:
-                    continue
-                self._script(keys=[keys.history_raw(meta.series, source),
-                                    keys.history_hourly(meta.series, source),
-                                    keys.history_meta(meta.series, source)], args=args, client=pipe)
-                planned += 1
-            applied = pipe.execute() if planned else []
-        return sum(int(a) for a in applied)
+        calls = []
+        for i, (meta, cutoff, excess) in enumerate(plans):
+            at_excess, members, last_blob = replies[3 * i: 3 * i + 3]
+            if excess > 0 and at_excess:
+                by_count = min(floor_hour(int(at_excess[0][1])) + HOUR_MS,
+                               floor_hour(meta.last_seen_ms))
+                if by_count > cutoff:
+                    cutoff = by_count
+                    members = self._r.zrangebyscore(keys.history_raw(meta.series, source),
+                                                    "-inf", f"({cutoff}")
+            args = self._plan(meta, cutoff, members, last_blob, settings)
+            if args is None:
+                continue
+            calls.append(([keys.history_raw(meta.series, source),
+                           keys.history_hourly(meta.series, source),
+                           keys.history_meta(meta.series, source)], args))
+        return sum(int(a) for a in run_pipelined(self._r, self._script, calls))
 
     def _plan(self, meta: SeriesMeta, cutoff: int, members: list[str],
                          last_blob: list[str], settings: HistorySettings) -> list[str] | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from scheduler.store import keys
+from scheduler.store import history_index, keys
 from scheduler.store.history_scripts import ADOPT_LEGACY
 from scheduler.store.history_sources import REAL, check
 from scheduler.store.rollups import decode_day, price_text
@@ -70,13 +70,26 @@ def adopt_legacy(client: redis.Redis, prices: Mapping[str, set[float]], source: 
         moved = script(keys=[keys.history_raw(series), keys.history_hourly(series),
                              keys.history_meta(series), keys.history_raw(series, source),
                              keys.history_hourly(series, source),
-                             keys.history_meta(series, source), keys.series_index(),
-                             keys.series_index(source)], args=[series, source, len(raw)])
+                             keys.history_meta(series, source)], args=[series, source, len(raw)])
         (out.moved if int(moved) == 1 else out.kept_real).append(series)
     if out.moved:
+        _reindex(client, out.moved, source)
         client.sadd(keys.HISTORY_SOURCES, source)
         client.hincrby(keys.HISTORY_MIGRATED, source, len(out.moved))
     return out
+
+
+def _reindex(client: redis.Redis, moved: list[str], source: str) -> None:
+    """Take moved series out of the real indexes and into the source's (other slots than the
+    series' keys, so not in the script), then mark them indexed (meta ``ix``)."""
+    with client.pipeline(transaction=False) as pipe:
+        history_index.remove_commands(pipe, moved, REAL)
+        history_index.add_commands(pipe, moved, source)
+        pipe.execute()
+    with client.pipeline(transaction=False) as pipe:
+        for series in moved:
+            pipe.hset(keys.history_meta(series, source), "ix", "1")
+        pipe.execute()
 
 
 def _stored_prices(meta: Mapping[str, str], raw: list[str], blobs: list[str]) -> set[str]:

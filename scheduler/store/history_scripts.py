@@ -1,13 +1,20 @@
 """Lua scripts of the price-history store, each run atomically by Redis on one series' keys
-(which share the ``{series}`` hash tag, so they work on Redis Cluster). Every key goes in
+(which share the ``{series}`` hash tag, so they work on Redis Cluster); no script touches a
+key of another slot (the series indexes are written by the callers). Every key goes in
 through KEYS. Prices travel as canonical text (:func:`scheduler.store.rollups.price_text`) so
 equal prices compare equal as strings; times are UTC milliseconds.
 """
 
+from __future__ import annotations
+
+from redis.exceptions import NoScriptError
+
 # Append price observations to one series, keeping only price changes.
-# KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash. KEYS[3]: series index.
-# ARGV[1]: the series key (added to the index). ARGV[2]: "seen until" ms, the end of the span
-#   the caller observed (may be later than every point; "" for none).
+# KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash (both one series'
+#   keys, one slot: the series indexes are written by the caller, outside, see history_index).
+# ARGV[1]: the series key (not used by the script; kept so the argument positions stay).
+# ARGV[2]: "seen until" ms, the end of the span the caller observed (may be later than every
+#   point; "" for none).
 # ARGV[3]: the observations "ms:price,ms:price,...", ascending by ms (one argument: packing
 #   thousands of arguments costs more than parsing one string).
 # ARGV[4]: the history source ("real", "replay:<market>"); written to the meta hash as
@@ -18,12 +25,16 @@ equal prices compare equal as strings; times are UTC milliseconds.
 # different price at an existing point's ms replaces it. After an insert in the middle, the
 # next point is removed when it no longer changes the price. Observations newer than every
 # raw point (the usual case) take a fast path: one command per change.
-# Returns {stored, unchanged, late, raw count, oldest raw ms or -1, last seen ms}.
+# Returns {stored, unchanged, late, raw count, oldest raw ms or -1, last seen ms, to index}:
+# to index is 1 when the series has history but its meta lacks "ix" (never indexed,
+# or its writer died before indexing it): the caller indexes it, then sets "ix".
 APPEND = """
-local rolled = tonumber(redis.call('HGET', KEYS[2], 'rolled_until_ms') or '')
-local rolled_price = redis.call('HGET', KEYS[2], 'rolled_price') or false
-local first = tonumber(redis.call('HGET', KEYS[2], 'first_ms') or '')
-local seen = tonumber(redis.call('HGET', KEYS[2], 'last_seen_ms') or '')
+local m = redis.call('HMGET', KEYS[2], 'rolled_until_ms', 'rolled_price', 'first_ms', 'last_seen_ms', 'ix')
+local rolled = tonumber(m[1] or '')
+local rolled_price = m[2] or false
+local first = tonumber(m[3] or '')
+local seen = tonumber(m[4] or '')
+local indexed = m[5]
 local created = (first == nil)
 local stored, unchanged, late = 0, 0, 0
 local function price_of(member)
@@ -80,13 +91,14 @@ local seen_until = tonumber(ARGV[2])
 if seen_until and first and (not seen or seen_until > seen) then seen = seen_until end
 if first then
   redis.call('HSET', KEYS[2], 'first_ms', string.format('%d', first), 'last_seen_ms', string.format('%d', seen))
-  redis.call('SADD', KEYS[3], ARGV[1])
   if created then redis.call('HSET', KEYS[2], 'source', ARGV[4]) end
 end
+local to_index = 0
+if first and not indexed then to_index = 1 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local oldest_ms = -1
 if #oldest > 0 then oldest_ms = tonumber(oldest[2]) end
-return {stored, unchanged, late, redis.call('ZCARD', KEYS[1]), oldest_ms, seen or -1}
+return {stored, unchanged, late, redis.call('ZCARD', KEYS[1]), oldest_ms, seen or -1, to_index}
 """
 
 # Move the raw points before a cutoff into hourly rollups (computed by the caller), if the
@@ -123,7 +135,9 @@ return 1
 # "source" field) into a replayed market's namespace, when the caller found every price in
 # it to be one that market quotes. Keys of both namespaces share the ``{series}`` hash tag.
 # KEYS[1..3]: legacy raw zset, rollup zset, meta hash. KEYS[4..6]: the same in the target
-#   source. KEYS[7]: legacy (real) series index. KEYS[8]: target series index.
+#   source. (The series indexes are other slots: the caller moves the series between them
+#   after a move; the moved meta loses "ix", so the next append re-indexes it if the caller
+#   died first.)
 # ARGV[1]: the series key. ARGV[2]: the target source ("replay:<market>"). ARGV[3]: the
 #   legacy raw count the caller checked (the move is refused when it changed since).
 # Returns 1 when moved; 0 when not legacy (absent, or has a source) or changed meanwhile;
@@ -137,7 +151,37 @@ for i = 1, 3 do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 3]) end
 end
 redis.call('HSET', KEYS[6], 'source', ARGV[2], 'adopted_from', 'legacy')
-redis.call('SREM', KEYS[7], ARGV[1])
-redis.call('SADD', KEYS[8], ARGV[1])
+redis.call('HDEL', KEYS[6], 'ix')
 return 1
 """
+
+
+def run_pipelined(client, script, calls: list[tuple[list[str], list]]) -> list:
+    """Run ``script`` once per ``(keys, args)`` of ``calls`` in one pipelined round trip;
+    returns the replies in order.
+
+    ``script``: a registered :class:`redis.commands.core.Script`. A server that does not know
+    it yet (a new server, a promoted replica, a flushed script cache; a Cluster pipeline never
+    loads scripts itself) answers NOSCRIPT: those calls are run again after loading it (on
+    every primary of a Cluster). Raises the first other error."""
+    if not calls:
+        return []
+    replies = _execute(client, script, calls)
+    missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+    if missing:
+        client.script_load(script.script)
+        for i, reply in zip(missing, _execute(client, script, [calls[i] for i in missing])):
+            replies[i] = reply
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _execute(client, script, calls: list[tuple[list[str], list]]) -> list:
+    with client.pipeline(transaction=False) as pipe:
+        for keys, args in calls:
+            # EVALSHA as is: a plain pipeline given the Script would first ask SCRIPT EXISTS,
+            # one more round trip per call; NOSCRIPT is handled above instead.
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        return pipe.execute(raise_on_error=False)

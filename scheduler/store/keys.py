@@ -1,7 +1,8 @@
 """Every Redis key of gpu-arbiter. No other module formats a key.
 
 Job-scoped keys share the ``{job_id}`` hash tag so a transaction over one job's keys works on
-Redis Cluster.
+Redis Cluster; so do one provider's latest-offer keys (``{offers:<provider>}``), one fleet's,
+one price series', and the user/token keys (``{auth}``). A key without a tag is its own slot.
 """
 
 from scheduler.store.history_sources import REAL
@@ -50,8 +51,16 @@ def agent_report(job_id: str, attempt: int, rank: int = 0) -> str:
     return base if rank == 0 else f"{base}:r{rank}"
 
 
+def _offers_tag(provider: str) -> str:
+    # One hash slot per provider: its offers, their price starts and source are replaced in
+    # one transaction. Keys of older versions (``ga:offers:<provider>``...) are no longer
+    # read; they expire within OFFERS_TTL_S, and the next poll writes these.
+    return f"{PREFIX}:{{offers:{provider}}}"
+
+
 def offers(provider: str) -> str:
-    return f"{PREFIX}:offers:{provider}"
+    """hash series -> offer JSON: the provider's latest offers."""
+    return _offers_tag(provider)
 
 
 def _history_ns(source: str) -> str:
@@ -83,13 +92,13 @@ def history_meta(series: str, source: str = REAL) -> str:
 def offer_source(provider: str) -> str:
     """string: the history source (``real``, ``replay:<market>``) of the provider's latest
     offers; written with them, expires with them."""
-    return f"{PREFIX}:offers-source:{provider}"
+    return f"{_offers_tag(provider)}:source"
 
 
 def offer_price_since(provider: str) -> str:
     """hash series -> ``"{price}|{ms}"``: each latest offer's price and since when it is
     listed at that price (its first poll at that price); replaced with the offers."""
-    return f"{PREFIX}:offers-since:{provider}"
+    return f"{_offers_tag(provider)}:since"
 
 
 def lease(name: str) -> str:
@@ -187,3 +196,24 @@ AUDIT_REFUSED = f"{PREFIX}:audit:refused"      # stream of refused unauthenticat
 def form_once(nonce: str) -> str:
     """string: the token id a dashboard form with this one-time ``nonce`` created (short TTL)."""
     return f"{PREFIX}:ui:once:{nonce}"
+
+# Index of price-history series by field (scheduler/store/history_index.py). Every index key
+# of one source shares the ``{<source>}`` hash tag, so SINTER over several fields works on
+# Redis Cluster; a series' own keys (tag ``{series}``) never share a script with them.
+
+
+def history_index(source: str, field: str, value: str) -> str:
+    """set of the series of ``source`` whose ``field`` (provider, region, zone, instance_type,
+    market) is ``value`` (lower case)."""
+    return f"{PREFIX}:hist:ix:{{{source}}}:{field}:{value}"
+
+
+def history_index_built(source: str) -> str:
+    """string ``"1"`` once the index of ``source`` holds every series of its series index
+    (series created since are indexed by their writer); absent: build it, or scan."""
+    return f"{PREFIX}:hist:ix:{{{source}}}:built"
+
+
+def history_index_lock(source: str) -> str:
+    """string with a TTL: held by the replica building the index of ``source``."""
+    return f"{PREFIX}:hist:ix:{{{source}}}:building"
