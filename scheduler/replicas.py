@@ -27,10 +27,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from scheduler.secrets import fingerprint
-from scheduler.store import keys
+from scheduler.store import keys, multi
+from scheduler.store.connection import RedisClient
 from scheduler.timing import REPLICA_TTL_S
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ def home_replica_id(home: Path) -> str:
     return f"{path.read_text().strip()}@{socket.gethostname()}"
 
 
-def shared_owner(client: redis.Redis, home: Path, explicit: str | None) -> str:
+def shared_owner(client: RedisClient, home: Path, explicit: str | None) -> str:
     """The installation's owner id (see the module docstring). Raises
     :class:`ReplicaConfigError` when ``explicit`` (``GA_OWNER``) differs from the published one."""
     proposed = explicit or home_owner_id(home)
@@ -80,7 +79,7 @@ def shared_owner(client: redis.Redis, home: Path, explicit: str | None) -> str:
     return owner
 
 
-def shared_store_url(client: redis.Redis, explicit: str | None, default: str) -> str:
+def shared_store_url(client: RedisClient, explicit: str | None, default: str) -> str:
     """The checkpoint store URL (see the module docstring). Raises :class:`ReplicaConfigError`
     when ``explicit`` (``GA_STORE_URL``) differs from the one the replicas use."""
     client.set(keys.SHARED_STORE_URL, explicit or default, nx=True)
@@ -103,7 +102,7 @@ class ReplicaRegistry:
     ``replica_id`` is stable across restarts (:func:`home_replica_id`): a restarted daemon
     overwrites the entry its dead process left instead of seeing it as another replica."""
 
-    def __init__(self, client: redis.Redis, replica_id: str, api_url: str, api_token: str,
+    def __init__(self, client: RedisClient, replica_id: str, api_url: str, api_token: str,
                  agent_secret: bytes) -> None:
         self._r = client
         self.replica_id = replica_id
@@ -114,13 +113,10 @@ class ReplicaRegistry:
         }
 
     def live(self) -> list[dict[str, Any]]:
-        """Every live replica's entry, this one's included once it joined."""
-        found = []
-        for key in self._r.scan_iter(match=keys.replica("*"), count=100):
-            raw = self._r.get(key)
-            if raw:
-                found.append(json.loads(raw))
-        return found
+        """Every live replica's entry, this one's included once it joined (SCAN walks every
+        master of a cluster; an entry that expires meanwhile is left out)."""
+        found = list(self._r.scan_iter(match=keys.replica("*"), count=100))
+        return [json.loads(raw) for raw in multi.mget(self._r, found) if raw]
 
     def join(self) -> None:
         """Register, after checking the secrets against every live replica. Raises

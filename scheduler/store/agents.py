@@ -19,7 +19,8 @@ import redis
 
 from core.models import parse_lenient
 from core.models.agents import AgentReport
-from scheduler.store import keys, scripts
+from scheduler.store import keys, multi, scripts
+from scheduler.store.connection import RedisClient
 from scheduler.store.jobs import JobStore, cap_log_line
 from scheduler.timing import JOB_LOG_MAX_LINES
 
@@ -78,7 +79,7 @@ def rank_prefix(rank: int) -> str:
 class AgentStore:
     """Newest report per job attempt and rank (a gang's nodes report apart)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._r = client
         self._jobs = JobStore(client)
         self._append = client.register_script(scripts.APPEND_AGENT_LINES)
@@ -92,7 +93,7 @@ class AgentStore:
         """
         key = keys.agent_report(report.job_id, report.attempt, report.rank)
         slim = report.model_copy(update={"log_lines": []})
-        with self._r.pipeline() as pipe:
+        with self._r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(key)
                 raw = pipe.get(key)
@@ -135,7 +136,8 @@ class AgentStore:
         return parse_lenient(AgentReport, raw) if raw else None
 
     def last_reports(self, wanted: Iterable[ReportKey]) -> dict[ReportKey, AgentReport | None]:
-        """:meth:`last_report` of many agents in one round trip (one MGET).
+        """:meth:`last_report` of many agents in one round trip (MGET:
+        :func:`scheduler.store.multi.mget`).
 
         Args:
             wanted: ``(job_id, attempt)`` pairs (rank 0: a one-node job's agent, a gang's
@@ -147,7 +149,7 @@ class AgentStore:
         wanted = list(dict.fromkeys(wanted))
         if not wanted:
             return {}
-        raws = self._r.mget([keys.agent_report(*w) for w in wanted])
+        raws = multi.mget(self._r, [keys.agent_report(*w) for w in wanted])
         return {w: parse_lenient(AgentReport, raw) if raw else None
                 for w, raw in zip(wanted, raws, strict=True)}
 
@@ -163,4 +165,5 @@ class AgentStore:
         keys were deleted; a no-op once done."""
         found = [keys.LEGACY_INSTANCES_INDEX, *self._r.scan_iter(
             match=keys.LEGACY_INSTANCE_PATTERN, count=1000)]
+        # A cluster client splits UNLINK by slot itself.
         return int(self._r.unlink(*found))

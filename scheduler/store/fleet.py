@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import redis
 
 from scheduler.store import keys
+from scheduler.store.connection import RedisClient
 
 # KEYS[1]: gpus hash, KEYS[2]: claims hash, KEYS[3]: drained hash. ARGV[1]: host,
 # ARGV[2]: instance id, ARGV[3]: GPUs wanted (>= 1), ARGV[4]: the claim's JSON without
@@ -128,7 +129,7 @@ class FleetLedger:
     with ``decode_responses=True``). Safe to share between threads. Raises
     ``redis.RedisError`` when Redis cannot be reached; ``ValueError`` for a bad argument."""
 
-    def __init__(self, client: redis.Redis, fleet: str) -> None:
+    def __init__(self, client: RedisClient, fleet: str) -> None:
         if not fleet:
             raise ValueError("fleet: a provider name is required")
         self.fleet = fleet

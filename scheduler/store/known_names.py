@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import redis
-
 from core.models import Offer
 from scheduler.store import keys
+from scheduler.store.connection import RedisClient
 
 ATTRIBUTES = ("provider", "region", "zone", "gpu_model", "instance_type")
 # Real clouds list a few hundred zones and about a thousand GPU instance types.
@@ -26,7 +25,7 @@ MAX_NAMES_PER_ATTRIBUTE = 20_000
 class KnownNames:
     """The ever-listed names over one Redis client; ``max_names`` bounds each attribute's set."""
 
-    def __init__(self, client: redis.Redis, max_names: int = MAX_NAMES_PER_ATTRIBUTE) -> None:
+    def __init__(self, client: RedisClient, max_names: int = MAX_NAMES_PER_ATTRIBUTE) -> None:
         self._r = client
         self._max = max_names
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import redis
 
-from scheduler.store import keys, scripts
+from scheduler.store import keys, multi, scripts
+from scheduler.store.connection import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Leases:
     ``replica`` with ``/`` or ``:``.
     """
 
-    def __init__(self, client: redis.Redis, holder: str | None = None,
+    def __init__(self, client: RedisClient, holder: str | None = None,
                  replica: str | None = None) -> None:
         self._r = client
         if replica is not None and ("/" in replica or ":" in replica or not replica):
@@ -97,12 +98,9 @@ class Leases:
         transaction: each acquisition is atomic on its own). Returns key → lease or ``None``."""
         if not keys_:
             return {}
-        with self._r.pipeline(transaction=False) as pipe:
-            for key in keys_:
-                self._acquire(keys=[key, keys.lease_fence(key)],
-                              args=[self.holder, int(ttl_s * 1000), FENCE_COUNTER_TTL_MS],
-                              client=pipe)
-            values = pipe.execute()
+        values = multi.run_script_many(self._r, self._acquire, [
+            ([key, keys.lease_fence(key)], [self.holder, int(ttl_s * 1000), FENCE_COUNTER_TTL_MS])
+            for key in keys_])
         out: dict[str, Lease | None] = {}
         with self._lock:
             for key, value in zip(keys_, values, strict=True):
@@ -115,8 +113,9 @@ class Leases:
         return out
 
     def holders(self, keys_: list[str]) -> list[str | None]:
-        """Who holds each of ``keys_`` now (holder tokens, ``None`` when free): one MGET."""
-        values = self._r.mget(keys_) if keys_ else []
+        """Who holds each of ``keys_`` now (holder tokens, ``None`` when free): one MGET
+        (:func:`scheduler.store.multi.mget`)."""
+        values = multi.mget(self._r, keys_)
         return [v.rpartition("/")[0] if v else None for v in values]
 
     def is_previous_incarnation(self, holder: str | None) -> bool:
@@ -139,7 +138,7 @@ class Leases:
         taken = 0
         for first in range(0, len(found), 500):
             batch = found[first:first + 500]
-            for key, value in zip(batch, self._r.mget(batch), strict=True):
+            for key, value in zip(batch, multi.mget(self._r, batch), strict=True):
                 holder = value.rpartition("/")[0] if value else None
                 if not self.is_previous_incarnation(holder):
                     continue  # another replica's, a fence counter, or not a lease of ours
@@ -183,11 +182,8 @@ class Leases:
         """:meth:`release` each of ``keys_`` we hold, in one round trip."""
         with self._lock:
             held = [self._held.pop(k) for k in keys_ if k in self._held]
-        if held:
-            with self._r.pipeline(transaction=False) as pipe:
-                for lease in held:
-                    self._release(keys=[lease.key], args=[lease.value], client=pipe)
-                pipe.execute()
+        multi.run_script_many(self._r, self._release,
+                              [([lease.key], [lease.value]) for lease in held])
 
     def release(self, key: str) -> bool:
         """Give ``key`` up if we hold it; ``True`` when it was ours and is now free."""

@@ -6,10 +6,9 @@ import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-import redis
-
 from core.models import Offer, OfferKey, PriceObservation, parse_lenient
 from scheduler.store import keys
+from scheduler.store.connection import RedisClient
 from scheduler.store.history import HistoryStore, to_ms
 from scheduler.store.history_sources import REAL, check
 from scheduler.store.rollups import price_text
@@ -19,9 +18,14 @@ _UNAVAILABLE = keys.UNAVAILABLE_OFFERS
 
 
 class OfferStore:
-    """Latest offers (replaced per provider in one transaction) and every price observation."""
+    """Latest offers (replaced per provider in one transaction) and every price observation.
 
-    def __init__(self, client: redis.Redis) -> None:
+    One provider's latest-offer keys share its ``{offers:<provider>}`` hash tag; the set of
+    providers with offers (``keys.OFFER_PROVIDERS``) is its own slot, so it is updated
+    outside their transaction, in the order that leaves at most a member without offers
+    (read as a provider with none) if the process dies in between."""
+
+    def __init__(self, client: RedisClient) -> None:
         self._r = client
         self.history = HistoryStore(client)
 
@@ -44,6 +48,7 @@ class OfferStore:
         offers = list(offers)
         key, since_key = keys.offers(provider), keys.offer_price_since(provider)
         since = _price_starts(offers, self._r.hgetall(since_key))
+        self._r.sadd(keys.OFFER_PROVIDERS, provider)  # first: see the class docstring
         with self._r.pipeline(transaction=True) as pipe:
             pipe.delete(key, since_key)
             if offers:
@@ -52,7 +57,6 @@ class OfferStore:
                 pipe.expire(key, OFFERS_TTL_S)
                 pipe.expire(since_key, OFFERS_TTL_S)
             pipe.set(keys.offer_source(provider), check(source), ex=OFFERS_TTL_S)
-            pipe.sadd(keys.OFFER_PROVIDERS, provider)
             pipe.execute()
         return len(offers)
 
@@ -80,20 +84,26 @@ class OfferStore:
         the providers forgotten, sorted."""
         keep = set(names)
         gone = sorted(p for p in self._r.smembers(keys.OFFER_PROVIDERS) if p not in keep)
-        if gone:
+        for provider in gone:
+            # The provider's keys go first, then its member (see the class docstring).
             with self._r.pipeline(transaction=True) as pipe:
-                for provider in gone:
-                    pipe.delete(keys.offers(provider), keys.offer_price_since(provider),
-                                keys.offer_source(provider))
-                    pipe.srem(keys.OFFER_PROVIDERS, provider)
+                pipe.delete(keys.offers(provider), keys.offer_price_since(provider),
+                            keys.offer_source(provider))
                 pipe.execute()
+        if gone:
+            self._r.srem(keys.OFFER_PROVIDERS, *gone)
         return gone
 
     def all_offers(self) -> list[Offer]:
-        out: list[Offer] = []
-        for provider in sorted(self._r.smembers(keys.OFFER_PROVIDERS)):
-            out.extend(parse_lenient(Offer, raw) for raw in self._r.hvals(keys.offers(provider)))
-        return out
+        """Every provider's latest offers, by provider (two round trips)."""
+        providers = sorted(self._r.smembers(keys.OFFER_PROVIDERS))
+        if not providers:
+            return []
+        with self._r.pipeline(transaction=False) as pipe:
+            for provider in providers:
+                pipe.hvals(keys.offers(provider))
+            listings = pipe.execute()
+        return [parse_lenient(Offer, raw) for raws in listings for raw in raws]
 
     def append_prices(self, observations: Iterable[PriceObservation], source: str = REAL) -> int:
         """Append observations to their series' history in ``source`` (:class:`HistoryStore`:

@@ -8,15 +8,14 @@ keeps it exact across the replicas sharing the Redis; the daemon counts through
 
 from __future__ import annotations
 
-import redis
-
 from scheduler.store import keys
+from scheduler.store.connection import RedisClient
 
 
 class ProviderErrors:
     """Counts of failed provider calls. Thread-safe (one redis-py client)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._r = client
 
     def count(self, provider: str, operation: str, error: str) -> None:

@@ -36,6 +36,7 @@ import redis
 
 from core.models import utcnow
 from scheduler.store import keys
+from scheduler.store.connection import RedisClient
 
 USER_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?\Z")
 BOOTSTRAP_USER = "admin"
@@ -151,9 +152,10 @@ def _check_budget(budget_usd: float | None) -> float | None:
 
 
 class UserStore:
-    """Users and tokens over one Redis client (see the module docstring for the layout)."""
+    """Users and tokens over one Redis client (see the module docstring for the layout).
+    Every transaction here is over the ``{auth}`` keys only (one hash slot on a cluster)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._r = client
 
     # users
@@ -252,7 +254,7 @@ class UserStore:
         revoked = [r for r in records if r.revoked_at is not None]
         for record in revoked[:max(0, len(revoked) - REVOKED_KEPT_PER_USER)]:
             digest = self._r.hget(keys.TOKEN_IDS, record.id)
-            with self._r.pipeline() as pipe:
+            with self._r.pipeline(transaction=True) as pipe:
                 if digest:
                     pipe.hdel(keys.TOKENS, digest)
                 pipe.hdel(keys.TOKEN_IDS, record.id)
@@ -357,9 +359,10 @@ def printable(text: str, most: int = 1000) -> str:
 
 class AuditLog:
     """The capped ``ga:audit`` stream, and ``ga:audit:refused`` for refused anonymous
-    requests."""
+    requests. Each entry is one XADD to one stream (no transaction with the ``{auth}``
+    keys)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._r = client
 
     def record(self, entry: AuditEntry) -> None:
