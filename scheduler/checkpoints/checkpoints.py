@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable
@@ -38,7 +37,9 @@ from pydantic import ValidationError
 from core.models import CheckpointFile, CheckpointManifest, parse_lenient
 from core.models.checkpoints import BlobEncoding
 from scheduler.checkpoints import holds, keys
-from scheduler.checkpoints.encoding import decode_blob, encode_for_store
+from scheduler.checkpoints.committing import BlobWriter, staging_dir
+from scheduler.checkpoints.digests import PROCESS_CACHE, DigestCache
+from scheduler.checkpoints.encoding import decode_blob
 from scheduler.checkpoints.objectstore import (
     CheckpointCorrupt,
     ObjectNotFound,
@@ -49,9 +50,6 @@ from scheduler.checkpoints.retention import Candidate, retained_ids
 logger = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 1 << 20
-# A file whose size/mtime changes while we copy it is copied again this many times in all;
-# after that the last copy is committed (its bytes and hash agree, but it may be torn).
-_SNAPSHOT_TRIES = 3
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 
@@ -112,39 +110,6 @@ def dir_fingerprint(src_dir: Path) -> Fingerprint:
     return tuple(out)
 
 
-def _stat_key(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def _snapshot_file(src: Path, dst: Path) -> tuple[int, str]:
-    """Copy ``src`` to ``dst`` while hashing the bytes read; returns ``(size_bytes, sha256)``
-    of exactly what ``dst`` holds. Raises ``FileNotFoundError`` if ``src`` vanished."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, _SNAPSHOT_TRIES + 1):
-        before = _stat_key(src)
-        digest, size = hashlib.sha256(), 0
-        with open(src, "rb") as reader, open(dst, "wb") as writer:
-            while chunk := reader.read(_CHUNK_BYTES):
-                digest.update(chunk)
-                writer.write(chunk)
-                size += len(chunk)
-        if _stat_key(src) == before:
-            break
-        logger.warning("checkpoint file %s changed while copying (try %d of %d)",
-                       src, attempt, _SNAPSHOT_TRIES)
-    return size, digest.hexdigest()
-
-
-def _staging_dir(beside: Path, label: str) -> Path:
-    # Beside the source, not in /tmp: checkpoints can be many GiB and /tmp is often small tmpfs.
-    try:
-        beside.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{beside.name}.{label}-", dir=beside.parent))
-    except OSError:
-        return Path(tempfile.mkdtemp(prefix=f"ga-{label}-"))
-
-
 def _next_created_ms(latest: str | None) -> int:
     now_ms = time.time_ns() // 1_000_000
     if latest is not None:
@@ -165,75 +130,37 @@ def _latest_manifest(store: ObjectStore, job_id: str, ids: list[str]
     return None
 
 
-def _snapshot(entries: list[tuple[str, Path]], staging: Path
-              ) -> tuple[list[tuple[str, int, str]], dict[str, Path]]:
-    """Copy each ``(relative path, file)`` under ``staging/files`` while hashing it. Returns
-    ``[(relative path, size_bytes, sha256)]`` and one staged copy per distinct sha256; a file
-    that vanished before it was copied is left out."""
-    files: list[tuple[str, int, str]] = []
-    staged: dict[str, Path] = {}
-    for rel, path in entries:
-        copy = staging / "files" / rel
-        try:
-            size, sha = _snapshot_file(path, copy)
-        except FileNotFoundError:
-            logger.info("checkpoint file %s vanished before it was copied; left out", path)
-            continue
-        files.append((rel, size, sha))
-        staged.setdefault(sha, copy)
-    return files, staged
-
-
-def _store_blobs(store: ObjectStore, job_id: str, staged: dict[str, Path],
-                 sizes: dict[str, int], previous: CheckpointManifest | None,
-                 compress: bool, staging: Path) -> tuple[dict[str, tuple[BlobEncoding, int]], int]:
-    """Make every staged blob present in the store. A blob the previous checkpoint stored
-    (and the store still has) is reused as it was stored; any other is encoded (zstd when it
-    pays) and uploaded unless the store has it. Returns ``{sha256: (encoding, stored
-    bytes)}`` and how many blobs were uploaded."""
-    known = {f.sha256: (f.encoding, f.stored_size) for f in previous.files} if previous else {}
-    out: dict[str, tuple[BlobEncoding, int]] = {}
-    uploaded = 0
-    for sha, copy in staged.items():
-        if sha in known and store.exists(keys.blob_key(job_id, sha, known[sha][0])):
-            out[sha] = known[sha]
-            continue
-        encoding, path, stored = encode_for_store(copy, staging / "zst" / sha, sizes[sha],
-                                                  allow_compression=compress)
-        key = keys.blob_key(job_id, sha, encoding)
-        if not store.exists(key):
-            store.put_file(key, path)
-            uploaded += 1
-        out[sha] = (encoding, stored)
-        if path != copy:
-            path.unlink(missing_ok=True)  # the staging folder holds one encoded blob at a time
-    return out, uploaded
-
-
 def commit_checkpoint(
     store: ObjectStore, job_id: str, src_dir: Path, attempt: int, final: bool = False,
-    compression: str = "auto",
+    compression: str = "auto", *, digests: DigestCache | None = None,
 ) -> CheckpointManifest | None:
     """Commit the files under ``src_dir`` as a new checkpoint of ``job_id``.
 
-    Each file is copied once into a staging snapshot beside ``src_dir`` while being hashed, and
-    the snapshot is what gets uploaded, so a job rewriting a file mid-commit cannot make the
-    stored bytes disagree with the manifest. Blobs already in the store are not uploaded again.
-    The manifest is written last. While the commit runs it holds its blobs against a
-    concurrent prune (:mod:`.holds`), waiting first for a prune already running to end.
+    Files whose digest this process remembers from an earlier commit (unchanged since, see
+    :mod:`.digests`) are neither read nor uploaded again; every other file is read once to
+    hash it, and only blobs the store lacks are uploaded: streamed from the file itself
+    and verified against its hash on the way (a file rewritten meanwhile is read again),
+    or, to a store that cannot stream or for a file that keeps changing, from a frozen
+    copy beside ``src_dir`` (:mod:`.committing`). Either way the stored bytes cannot
+    disagree with the manifest. The manifest is written last. While the commit runs it
+    holds its blobs against a concurrent prune (:mod:`.holds`), waiting first for a prune
+    already running to end.
 
     - **store**: where to write. **job_id**: the job (letters, digits, ``._-``).
     - **src_dir**: the job's checkpoint folder (``SCHED_CHECKPOINT_DIR``).
     - **attempt**: the placement attempt (≥ 0), recorded in the manifest and the id.
     - **final**: ``True`` for the checkpoint taken after the command exited 0.
-    - **compression**: ``auto`` (zstd per file where it saves at least 10 %) or ``none``
-      (the spec's ``checkpoint.compression``).
+    - **compression**: ``auto`` (zstd per file where it saves at least 10 %: measured on
+      the file up to 8 MiB, on samples of a larger one) or ``none`` (the spec's
+      ``checkpoint.compression``).
+    - **digests**: the digest cache to use and update (default: the process's own).
 
     Returns the committed :class:`CheckpointManifest`, or ``None`` when ``src_dir`` holds no
     eligible file (nothing is written then).
 
     Raises :class:`CheckpointStoreError` when the store cannot be written (nothing becomes
-    visible: the manifest is not written), ``ValueError`` for a malformed ``job_id``.
+    visible: the manifest is not written), ``ValueError`` for a malformed ``job_id``,
+    ``OSError`` for a file that cannot be read.
     """
     keys.manifests_prefix(job_id)  # validates job_id before any work
     if str(compression) not in ("auto", "none"):
@@ -241,27 +168,31 @@ def commit_checkpoint(
     entries = scan_checkpoint_dir(Path(src_dir))
     if not entries:
         return None
-    staging = _staging_dir(Path(src_dir), "staging")
-    hold: str | None = None
-    try:
-        snapped, staged = _snapshot(entries, staging)
-        if not snapped:
+    cache = PROCESS_CACHE if digests is None else digests
+    seen: dict[str, object] = {}
+
+    def previous() -> CheckpointManifest | None:
+        # Read once the first hold is in place, as the ids the new one follows.
+        seen["ids"] = _checkpoint_ids(store, job_id)
+        seen["previous"] = _latest_manifest(store, job_id, seen["ids"])  # type: ignore[arg-type]
+        return seen["previous"]  # type: ignore[return-value]
+
+    with BlobWriter(store, job_id, Path(src_dir), cache, str(compression) == "auto",
+                    previous) as writer:
+        written = writer.write(entries)
+        if not written:
             return None
-        hold = holds.put_hold(store, job_id, sha256s=staged)
-        holds.wait_for_prunes(store, job_id)
-        ids = _checkpoint_ids(store, job_id)
-        previous = _latest_manifest(store, job_id, ids)
-        sizes = {sha: size for _, size, sha in snapped}
-        blobs, uploaded = _store_blobs(store, job_id, staged, sizes, previous,
-                                       str(compression) == "auto", staging)
+        ids: list[str] = seen["ids"]  # type: ignore[assignment]
+        latest: CheckpointManifest | None = seen["previous"]  # type: ignore[assignment]
         created_ms = _next_created_ms(ids[-1] if ids else None)
-        if previous is not None and previous.sequence is not None:
-            sequence = previous.sequence + 1
+        if latest is not None and latest.sequence is not None:
+            sequence = latest.sequence + 1
         else:
             sequence = len(ids) + 1
-        files = [CheckpointFile(path=rel, size_bytes=size, sha256=sha,
-                                encoding=blobs[sha][0], stored_bytes=blobs[sha][1])
-                 for rel, size, sha in snapped]
+        files = [CheckpointFile(path=f.rel, size_bytes=f.size, sha256=f.sha256,
+                                encoding=writer.blobs[f.sha256][0],
+                                stored_bytes=writer.blobs[f.sha256][1])
+                 for f in written]
         manifest = CheckpointManifest(
             job_id=job_id,
             checkpoint_id=keys.make_checkpoint_id(created_ms, attempt),
@@ -274,13 +205,14 @@ def commit_checkpoint(
         )
         store.put_bytes(keys.manifest_key(job_id, manifest.checkpoint_id),
                         manifest.model_dump_json(indent=1, exclude_none=True).encode())
-        logger.info("committed checkpoint %s of job %s: %d file(s), %d bytes (%d stored), "
-                    "%d new blob(s)", manifest.checkpoint_id, job_id, len(files),
-                    manifest.total_bytes, manifest.stored_bytes, uploaded)
+        cache.replace(writer.folder, writer.remembered(written))
+        stats = writer.stats
+        logger.info("committed checkpoint %s of job %s: %d file(s), %d bytes (%d stored); "
+                    "%d digest(s) remembered, %d bytes hashed, %d new blob(s) of %d bytes",
+                    manifest.checkpoint_id, job_id, len(files), manifest.total_bytes,
+                    manifest.stored_bytes, stats.cached_files, stats.hashed_bytes,
+                    stats.uploaded_blobs, stats.uploaded_bytes)
         return manifest
-    finally:
-        holds.release(store, hold)
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def latest_checkpoint_id(store: ObjectStore, job_id: str) -> str | None:
@@ -415,7 +347,7 @@ def restore_latest(store: ObjectStore, job_id: str, dest_dir: Path) -> Checkpoin
             manifest = _read_manifest(store, job_id, checkpoint_id)
             if manifest is None:
                 continue
-            staging = _staging_dir(dest, "restore")
+            staging = staging_dir(dest, "restore")
             try:
                 _download_verified(store, manifest, staging)
             except (CheckpointCorrupt, ObjectNotFound) as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 
 class CheckpointStoreError(Exception):
@@ -89,3 +89,15 @@ def check_key(key: str) -> str:
         if part in ("", ".", ".."):
             raise ValueError(f"object key {key!r} has an empty, '.' or '..' part")
     return key
+
+
+@runtime_checkable
+class StreamingObjectStore(ObjectStore, Protocol):
+    """An :class:`ObjectStore` that can also upload from a stream (S3). A commit uploads
+    each new file straight from the job's folder through it; to a store without it, a
+    commit uploads a frozen copy of the file (:meth:`ObjectStore.put_file`)."""
+
+    def put_stream(self, key: str, stream: BinaryIO) -> None:
+        """Store what ``stream.read(n)`` yields until ``b''`` under ``key``. An exception
+        from ``stream.read`` is raised as is and nothing becomes visible under ``key``."""
+        ...

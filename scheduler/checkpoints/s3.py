@@ -10,12 +10,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import boto3
 import boto3.exceptions
+from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from s3transfer.manager import TransferManager
 
 from scheduler.checkpoints.objectstore import (
     CheckpointStoreError,
@@ -88,6 +91,7 @@ class S3ObjectStore:
         )
         self._bucket_ready = False
         self._bucket_lock = threading.Lock()
+        self._transfers: TransferManager | None = None
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
@@ -147,6 +151,29 @@ class S3ObjectStore:
             self._client.put_object(Bucket=self.bucket, Key=full, Body=data)
         except (ClientError, BotoCoreError) as exc:
             raise self._error("put", key, exc) from None
+
+    def _transfer_manager(self) -> TransferManager:
+        # One manager for the store, so streams uploaded at once share its part concurrency
+        # (boto3's default TransferConfig: what ``upload_file`` uses, 10 parts of 8 MiB).
+        with self._bucket_lock:
+            if self._transfers is None:
+                self._transfers = TransferManager(self._client, TransferConfig())
+            return self._transfers
+
+    def put_stream(self, key: str, stream: BinaryIO) -> None:
+        """Upload what ``stream.read(n)`` yields until it returns ``b''`` (multipart in 8 MiB
+        parts, several at once, from 8 MiB on). Safe to call from several threads at once.
+
+        An exception raised by ``stream.read`` fails the upload before it completes (a
+        multipart upload is aborted): nothing becomes visible under ``key``, and that
+        exception is raised as is. Raises :class:`CheckpointStoreError` when S3 fails.
+        """
+        full = self._key(key)
+        self._ensure_bucket()
+        try:
+            self._transfer_manager().upload(stream, self.bucket, full).result()
+        except (ClientError, BotoCoreError, boto3.exceptions.S3UploadFailedError) as exc:
+            raise self._error("upload", key, exc) from None
 
     def get_bytes(self, key: str) -> bytes:
         full = self._key(key)

@@ -29,7 +29,8 @@ JOB = "job-1"
 
 
 class Counting:
-    """Wraps a store and counts blob uploads (to see deduplication)."""
+    """Wraps a store and counts blob uploads (to see deduplication), from a file or (a store
+    that has ``put_stream``) a stream."""
 
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
@@ -42,6 +43,19 @@ class Counting:
         if "/blobs/" in key:
             self.blob_puts.append(key)
         self.inner.put_file(key, path)
+
+    def _put_stream(self, key: str, stream) -> None:
+        if "/blobs/" in key:
+            self.blob_puts.append(key)
+        self.inner.put_stream(key, stream)
+
+    def __getattribute__(self, name: str):
+        if name == "put_stream":  # only where the wrapped store streams
+            inner = object.__getattribute__(self, "inner")
+            if not hasattr(inner, "put_stream"):
+                raise AttributeError(name)
+            return object.__getattribute__(self, "_put_stream")
+        return object.__getattribute__(self, name)
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
