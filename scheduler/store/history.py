@@ -43,11 +43,13 @@ import redis
 
 from core.models import PriceObservation
 from scheduler.store import history_index, keys
-from scheduler.store.history_compaction import Compaction, due_for_compaction
+from scheduler.store.history_compaction import Compaction
 from scheduler.store.history_index import SeriesIndex
 from scheduler.store.history_scripts import APPEND, run_pipelined
 from scheduler.store.history_sources import REAL, check, is_replay
 from scheduler.store.rollups import (
+    DAY_MS,
+    HOUR_MS,
     AppendResult,
     HistorySettings,
     HourRollup,
@@ -136,24 +138,38 @@ class HistoryStore:
                       seen_until: Mapping[str, datetime], settings: HistorySettings,
                       source: str) -> AppendResult:
         result = AppendResult()
-        calls = [([keys.history_raw(series, source), keys.history_meta(series, source)],
+        retention = [str(int(settings.raw_days * DAY_MS)), str(int(settings.compact_slack_h * HOUR_MS)),
+                     str(settings.raw_max_points)]
+        calls = [([keys.history_raw(series, source), keys.history_meta(series, source),
+                   keys.history_hourly(series, source)],
                   [series, str(to_ms(seen_until[series])) if series in seen_until else "",
                    ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items())),
-                   source]) for series in names]
+                   source, *retention]) for series in names]
         replies = run_pipelined(self._r, self._append, calls)
-        due, new = [], []
-        for series, (stored, unchanged, late, count, oldest, seen, to_index) in zip(names, replies):
-            result.stored += stored
-            result.unchanged += unchanged
-            result.late += late
-            if to_index:
+        read, long_way, new = [], [], []
+        for series, reply in zip(names, replies):
+            lines = reply.split("\n")
+            stored, unchanged, late, to_index, due = lines[0].split(",")
+            result.stored += int(stored)
+            result.unchanged += int(unchanged)
+            result.late += int(late)
+            if to_index == "1":
                 new.append(series)
-            if oldest >= 0 and due_for_compaction(settings, int(seen), int(count), int(oldest)):
-                due.append(series)
+            if due == "2":
+                long_way.append(series)
+            elif due == "1":
+                cutoff, meta, members, blob = lines[1:5]
+                flat = meta.split("\t")
+                parsed = SeriesMeta.parse(series, dict(zip(flat[::2], flat[1::2])), source)
+                if parsed is not None:
+                    read.append((parsed, int(cutoff), members.split(" ") if members else [],
+                                 [blob] if blob else []))
         if new:
             self._index_new(new, source)
-        if due:
-            result.compacted += self.compact(due, settings, source)
+        if read:
+            result.compacted += self._compaction.apply(read, settings, source)
+        if long_way:
+            result.compacted += self.compact(long_way, settings, source)
         return result
 
     def _index_new(self, names: list[str], source: str) -> None:

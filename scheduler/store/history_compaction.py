@@ -39,6 +39,10 @@ def due_for_compaction(settings: HistorySettings, seen: int, count: int, oldest:
     return oldest < by_age - slack or count > settings.raw_max_points * 1.1
 
 
+# What a compaction plan is made from: meta, cutoff ms, raw members before it, newest blob.
+Read = tuple[SeriesMeta, int, list[str], list[str]]
+
+
 class Compaction:
     """Compacts series of price history in Redis (thread-safe, as redis-py is)."""
 
@@ -71,7 +75,7 @@ class Compaction:
                 pipe.zrevrangebyscore(keys.history_hourly(meta.series, source), "+inf", "-inf",
                                       start=0, num=1)
             replies = pipe.execute()
-        calls = []
+        read: list[Read] = []
         for i, (meta, cutoff, excess) in enumerate(plans):
             at_excess, members, last_blob = replies[3 * i: 3 * i + 3]
             if excess > 0 and at_excess:
@@ -81,12 +85,22 @@ class Compaction:
                     cutoff = by_count
                     members = self._r.zrangebyscore(keys.history_raw(meta.series, source),
                                                     "-inf", f"({cutoff}")
+            read.append((meta, cutoff, members, last_blob))
+        return self.apply(read, settings, source)
+
+    def apply(self, read: list[Read], settings: HistorySettings, source: str) -> int:
+        """Plan and apply the compaction of series already read: per series its meta, the
+        cutoff (an hour start), its raw members before the cutoff and its newest rollup blob
+        (a list of 0 or 1), as the append script returns them. One pipelined round trip;
+        returns how many series were compacted (the script skips a series whose raw points
+        changed since they were read)."""
+        calls = []
+        for meta, cutoff, members, last_blob in read:
             args = self._plan(meta, cutoff, members, last_blob, settings)
-            if args is None:
-                continue
-            calls.append(([keys.history_raw(meta.series, source),
-                           keys.history_hourly(meta.series, source),
-                           keys.history_meta(meta.series, source)], args))
+            if args is not None:
+                calls.append(([keys.history_raw(meta.series, source),
+                               keys.history_hourly(meta.series, source),
+                               keys.history_meta(meta.series, source)], args))
         return sum(int(a) for a in run_pipelined(self._r, self._script, calls))
 
     def _plan(self, meta: SeriesMeta, cutoff: int, members: list[str],

@@ -10,8 +10,9 @@ from __future__ import annotations
 from redis.exceptions import NoScriptError
 
 # Append price observations to one series, keeping only price changes.
-# KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash (both one series'
-#   keys, one slot: the series indexes are written by the caller, outside, see history_index).
+# KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash. KEYS[3]: rollup
+#   zset (one series' keys, one slot: the series indexes are written by the caller, outside,
+#   see history_index).
 # ARGV[1]: the series key (not used by the script; kept so the argument positions stay).
 # ARGV[2]: "seen until" ms, the end of the span the caller observed (may be later than every
 #   point; "" for none).
@@ -20,14 +21,21 @@ from redis.exceptions import NoScriptError
 # ARGV[4]: the history source ("real", "replay:<market>"); written to the meta hash as
 #   "source" when this call creates the series, so series created before sources existed
 #   (no "source" field) can be told apart.
+# ARGV[5], ARGV[6], ARGV[7]: the raw window (ms), the compaction slack (ms) and the raw point
+#   cap of the retention settings (see history_compaction.due_for_compaction, the same test).
 # An observation older than the rolled-up frontier (meta rolled_until_ms) is "late" and
 # dropped; one equal to the price in force at its time is "unchanged" and not stored; a
 # different price at an existing point's ms replaces it. After an insert in the middle, the
 # next point is removed when it no longer changes the price. Observations newer than every
 # raw point (the usual case) take a fast path: one command per change.
-# Returns {stored, unchanged, late, raw count, oldest raw ms or -1, last seen ms, to index}:
-# to index is 1 when the series has history but its meta lacks "ix" (never indexed,
-# or its writer died before indexing it): the caller indexes it, then sets "ix".
+# Returns one string (one reply to parse, not a nested array: parsing replies is most of a
+# client's time): "stored,unchanged,late,to_index,due", where to index is 1 when the series
+# has history but its meta lacks "ix" (never indexed, or its writer died before indexing it;
+# the caller indexes it, then sets "ix"), and due is 0 when no compaction is due, 2 when due
+# with more raw points than the cap (the caller compacts it the long way), 1 when due by age
+# alone. With due 1, more lines follow with what the compaction plan needs, read in this same
+# atomic call: the age cutoff ms; the meta hash as "field<TAB>value<TAB>..."; the raw members
+# before the cutoff, space-separated; the newest rollup blob ("" for none).
 APPEND = """
 local m = redis.call('HMGET', KEYS[2], 'rolled_until_ms', 'rolled_price', 'first_ms', 'last_seen_ms', 'ix')
 local rolled = tonumber(m[1] or '')
@@ -98,7 +106,20 @@ if first and not indexed then to_index = 1 end
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local oldest_ms = -1
 if #oldest > 0 then oldest_ms = tonumber(oldest[2]) end
-return {stored, unchanged, late, redis.call('ZCARD', KEYS[1]), oldest_ms, seen or -1, to_index}
+local count = redis.call('ZCARD', KEYS[1])
+local head = stored .. ',' .. unchanged .. ',' .. late .. ',' .. to_index .. ','
+if oldest_ms < 0 or not seen then return head .. '0' end
+local hour = 3600000
+local by_age = (seen - tonumber(ARGV[5])) - (seen - tonumber(ARGV[5])) % hour
+local cap = tonumber(ARGV[7])
+if not (oldest_ms < by_age - tonumber(ARGV[6]) or count > cap * 1.1) then return head .. '0' end
+if count > cap then return head .. '2' end
+local cutoff = string.format('%d', by_age)
+local blob = redis.call('ZRANGE', KEYS[3], -1, -1)
+return table.concat({head .. '1', cutoff,
+  table.concat(redis.call('HGETALL', KEYS[2]), '\\t'),
+  table.concat(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. cutoff), ' '),
+  blob[1] or ''}, '\\n')
 """
 
 # Move the raw points before a cutoff into hourly rollups (computed by the caller), if the
