@@ -76,6 +76,7 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "replay/test_replay_cloud",
     "replay/test_replay_notice_styles",
     "store/test_embedded_redis_cli",
+    "store/test_sentinel_failover",
     "store/test_store",
     "test_ddp_example",
 ))

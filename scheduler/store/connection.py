@@ -38,6 +38,7 @@ import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from scheduler.timing import (
@@ -94,9 +95,8 @@ def connect(redis_url: str | None = None, home: Path | None = None,
 
     Raises:
         RedisUrlError: the URL is malformed (the message names ``REDIS_URL``).
-        redis.RedisError: the server, every startup node or every sentinel cannot be
-            reached (``redis.ConnectionError``, ``redis.exceptions.RedisClusterException``),
-            or a cluster's slots are not all served.
+        redis.ConnectionError: the server, every startup node of a cluster (or its slot
+            map is incomplete), or every sentinel cannot be reached.
         RuntimeError: the embedded server failed to start (its log file is named).
     """
     url = redis_url or os.environ.get("REDIS_URL")
@@ -176,8 +176,11 @@ def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
     # SlotNotCoveredError itself (refreshing its slot map), and follows MOVED/ASK/TRYAGAIN
     # within one attempt; ``retry`` gives it our number of attempts. Its nodes' own
     # connections must not retry (redis-py refuses a ``retry`` for them).
-    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in addresses],
-                        retry=plain["retry"], **settings)
+    try:
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in addresses],
+                            retry=plain["retry"], **settings)
+    except RedisClusterException as exc:  # not a RedisError: callers catch those
+        raise redis.ConnectionError(f"REDIS_URL={_redacted(url)!r}: {exc}") from exc
 
 
 def _sentinel_client(url: str, plain_scheme: str) -> redis.Redis:
