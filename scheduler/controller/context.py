@@ -149,6 +149,10 @@ class Context:
     - **listening_since**: when agents could first reach this process's API (``None``:
       always could). An agent's silence before it is this daemon's outage, not the agent's:
       liveness counts from here.
+    - **deferred_reviews**: where a batch of steps collects its due price-move reviews
+      (each job's context and job), for the reconcile pass to decide them in one policy call
+      after the batch (:func:`scheduler.controller.migrating.decide_moves`); ``None``: a
+      review is decided at once.
     """
 
     store: Store
@@ -160,6 +164,7 @@ class Context:
     state: ControllerState = field(default_factory=ControllerState)
     agent_lost_after_s: float = AGENT_LOST_AFTER_S
     listening_since: datetime | None = None
+    deferred_reviews: list[tuple[Context, Job]] | None = None
 
     def observe(self) -> Observed:
         """Describe every instance we own, per launching adapter, into a new

@@ -118,7 +118,8 @@ class JobSpeeds:
 @dataclass(frozen=True)
 class JobInputs:
     """One job's decision inputs: ``market`` and ``jobs`` (``n = 1``) for the engine, the
-    job's ``eligible`` row ``(m,)``, and its ``speeds`` (``None``: speed model off)."""
+    job's ``eligible`` row ``(m,)``, and its ``speeds`` (``None``: speed model off). A group's
+    (:func:`inputs_many`): ``jobs`` has ``k`` rows and ``eligible`` is ``(k, m)``."""
 
     table: OfferTable
     market: MarketView
@@ -311,33 +312,71 @@ def inputs_at(store: Store, snap: MarketSnapshot, job: Job, now: datetime) -> Jo
     attempt's running hours × its offer's speed. The job's final checkpoint after a notice is
     taken to need its ``grace_s`` (the time the agent gives it to save). The owner's spend is
     read from the store when the owner has a limit."""
-    eligible = eligible_matrix([job.spec], snap.table, snap.prices, snap.unavailable)
-    cooling = cooling_down(job, now)
-    if cooling is not None:
-        left = [i for i, o in enumerate(snap.offers) if o.key.series() == cooling[0]]
-        eligible[0, left] = False
-    table, market = snap.market(eligible)
-    speeds = job_speeds(job, table)
-    if speeds is not None:
-        market = with_speed(market, speeds.speed)
-    user_limit = snap.budgets.users.get(job.spec.owner)
-    user_spent = owner_spent(store, snap.budgets, job.spec.owner)
-    placement = job.placement
-    age_h = 0.0
-    if placement is not None and placement.instance_id is not None:
-        # (an offer's estimate does not depend on which other offers are listed)
-        speed = offer_speed(job) if speeds is not None else 1.0
-        age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now) * speed
-                    - job.progress_h)
-    compute_h, remaining_h = compute_hours(job, speeds)
-    jobs = job_view(
-        [job], table, now, restart_overhead_h=RESTART_OVERHEAD_H,
+    ((_, inputs),) = inputs_many(store, snap, [job], now)
+    return replace(inputs, eligible=inputs.eligible[0])
+
+
+def inputs_many(store: Store, snap: MarketSnapshot, jobs: list[Job],
+                now: datetime) -> list[tuple[list[int], JobInputs]]:
+    """The views of ``jobs`` at ``now``, grouped for one policy call per group: each
+    ``(indices into jobs, inputs)``, where ``inputs`` holds those jobs' :class:`JobView` rows
+    in that order over the group's one market view and ``eligible`` is ``(k, m)`` for a group
+    of ``k``. Jobs without the speed model and with the same eligible offers share a group (the
+    policy's rows are independent, so each row is what :func:`inputs_at` gives the job alone);
+    a job with the speed model is a group of its own (``eligible`` then ``(1, m)``). Every job
+    is in exactly one group. Raises ``redis.RedisError`` (an owner's spend)."""
+    eligible = eligible_matrix([job.spec for job in jobs], snap.table, snap.prices,
+                               snap.unavailable)
+    for i, job in enumerate(jobs):
+        cooling = cooling_down(job, now)
+        if cooling is not None:
+            eligible[i, [j for j, o in enumerate(snap.offers) if o.key.series() == cooling[0]]] \
+                = False
+    out: list[tuple[list[int], JobInputs]] = []
+    shared: dict[bytes, tuple[OfferTable, MarketView, list[int]]] = {}
+    for i, job in enumerate(jobs):
+        table, market = snap.market(eligible[i:i + 1])
+        speeds = job_speeds(job, table)
+        if speeds is None:
+            shared.setdefault(np.packbits(eligible[i]).tobytes(), (table, market, []))[2].append(i)
+            continue
+        view = _job_view(store, snap, [job], [speeds], table, now)
+        out.append(([i], JobInputs(table, with_speed(market, speeds.speed), view,
+                                   eligible[i:i + 1], speeds)))
+    for table, market, members in shared.values():
+        view = _job_view(store, snap, [jobs[i] for i in members], [None] * len(members),
+                         table, now)
+        out.append((members, JobInputs(table, market, view, eligible[members], None)))
+    return out
+
+
+def _job_view(store: Store, snap: MarketSnapshot, jobs: list[Job],
+              speeds: list[JobSpeeds | None], table: OfferTable, now: datetime) -> JobView:
+    """:func:`job_view` of ``jobs`` (each with its :class:`JobSpeeds`) over ``table``."""
+    cols: dict[str, list[float]] = {k: [] for k in (
+        "compute_h", "remaining_compute_h", "budget_usd", "user_spent_usd", "user_budget_usd",
+        "checkpoint_interval_h", "checkpoint_age_h", "final_checkpoint_s")}
+    for job, job_speed in zip(jobs, speeds, strict=True):
+        user_limit = snap.budgets.users.get(job.spec.owner)
+        placement = job.placement
+        age_h = 0.0
+        if placement is not None and placement.instance_id is not None:
+            # (an offer's estimate does not depend on which other offers are listed)
+            speed = offer_speed(job) if job_speed is not None else 1.0
+            age_h = max(0.0, placement.progress_at_start_h + placement.billed_hours(now) * speed
+                        - job.progress_h)
+        compute_h, remaining_h = compute_hours(job, job_speed)
+        cols["compute_h"].append(compute_h)
+        cols["remaining_compute_h"].append(remaining_h)
+        cols["budget_usd"].append(_or(job.spec.budget_usd, math.inf))
+        cols["user_spent_usd"].append(owner_spent(store, snap.budgets, job.spec.owner))
+        cols["user_budget_usd"].append(_or(user_limit, math.inf))
+        cols["checkpoint_interval_h"].append(
+            job.spec.checkpoint.sync_interval_s * snap.time_scale / 3600.0)
+        cols["checkpoint_age_h"].append(age_h)
+        cols["final_checkpoint_s"].append(job.spec.checkpoint.grace_s)
+    return job_view(
+        jobs, table, now, restart_overhead_h=RESTART_OVERHEAD_H,
         decision_interval_h=RECONCILE_INTERVAL_S * snap.time_scale / 3600.0,
-        compute_h=[compute_h], remaining_compute_h=[remaining_h],
-        budget_usd=[_or(job.spec.budget_usd, math.inf)],
-        user_spent_usd=[user_spent], user_budget_usd=[_or(user_limit, math.inf)],
-        checkpoint_interval_h=[job.spec.checkpoint.sync_interval_s * snap.time_scale / 3600.0],
-        checkpoint_age_h=[age_h], final_checkpoint_s=[job.spec.checkpoint.grace_s],
-        time_scale=snap.time_scale,
+        time_scale=snap.time_scale, **cols,
     )
-    return JobInputs(table, market, jobs, eligible[0], speeds)

@@ -9,6 +9,7 @@ clouds in a state the next pass, on any replica, can continue from.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import redis
@@ -19,7 +20,12 @@ from scheduler.controller.budgets import check_budget
 from scheduler.controller.context import Context
 from scheduler.controller.gang import prefetch_reports
 from scheduler.controller.launching import launch
-from scheduler.controller.migrating import consider_move
+from scheduler.controller.migrating import (
+    Move,
+    consider_move,
+    decide_moves,
+    request_move,
+)
 from scheduler.controller.observing import observe
 from scheduler.controller.placing import place
 from scheduler.controller.pricing import hold_price, settle
@@ -146,7 +152,8 @@ def _our_share(leases: Leases, job_ids: list[str], replicas: int) -> list[str]:
 
 
 def _reconcile_leased(ctx: Context, lease: Lease, job: Job) -> int:
-    """One step of ``job`` under ``lease``; returns how many saves changed it (0-2)."""
+    """One step of ``job`` under ``lease``; returns how many saves changed it (0-2). A due
+    price-move review is left in ``ctx.deferred_reviews`` (with the job's fenced context)."""
     # Every save of this step is fenced by this acquisition of the job's lease (and renews
     # it): had we paused past the TTL while another replica took the job, nothing we write
     # lands. Provider calls need no fence: launches carry a client token, terminate is
@@ -154,7 +161,9 @@ def _reconcile_leased(ctx: Context, lease: Lease, job: Job) -> int:
     job_ctx = replace(ctx, store=replace(
         ctx.store, jobs=ctx.store.jobs.fenced(lease, JOB_LEASE_TTL_S)))
     changed = 0
-    try:
+
+    def run() -> None:
+        nonlocal changed
         saved = step(job_ctx, job)
         changed += saved is not None
         # A fresh placement is launched in the same pass. Nothing else is chained: the
@@ -164,6 +173,16 @@ def _reconcile_leased(ctx: Context, lease: Lease, job: Job) -> int:
             changed += reconcile_job(job_ctx, job.id) is not None
         if saved is not None and saved.state.is_terminal():
             ctx.store.leases.release(lease.key)  # done with it (and its entry in our table)
+
+    _guarded(job, run)
+    return changed
+
+
+def _guarded(job: Job, run: Callable[[], None]) -> None:
+    """Run ``run`` (a step of ``job``); a lost lease, a stale job or any other failure is
+    logged, and the job is left to the next pass."""
+    try:
+        run()
     except LeaseLostError as exc:
         log.warning("%s; leaving the job to its new holder", exc)
     except StaleJobError:
@@ -171,6 +190,32 @@ def _reconcile_leased(ctx: Context, lease: Lease, job: Job) -> int:
     except Exception:
         log.exception("reconcile of job %s failed; retrying next pass", job.id,
                       extra={"job_id": job.id})
+
+
+def _review_deferred(items: list[tuple[Context, Job]]) -> int:
+    """Decide the price-move reviews a batch deferred, together, and save each move under
+    its job's context; returns how many jobs were saved. When deciding them together fails,
+    each is decided alone (so one job's failure stays its own)."""
+    if not items:
+        return 0
+    changed = 0
+
+    def request(job_ctx: Context, job: Job, move: Move | None) -> None:
+        nonlocal changed
+        if move is not None:
+            changed += request_move(job_ctx, job, move) is not None
+
+    try:
+        moves = decide_moves(items)
+    except Exception:
+        log.warning("deciding %d price-move reviews together failed; one by one", len(items),
+                    exc_info=True)
+        for job_ctx, job in items:
+            _guarded(job, lambda c=job_ctx, j=job: request(c, j, decide_moves([(c, j)])[0]))
+        return changed
+    for (job_ctx, job), move in zip(items, moves, strict=True):
+        if move is not None:
+            _guarded(job, lambda c=job_ctx, j=job, m=move: request(c, j, m))
     return changed
 
 
@@ -205,8 +250,11 @@ def reconcile_pass(ctx: Context) -> int:
         except redis.RedisError as exc:
             log.warning("reconcile pass cut short, Redis unavailable: %s", exc)
             return changed
+        # The batch's due price-move reviews are decided together after its steps.
+        batch_ctx = replace(ctx, deferred_reviews=[])
         for job_id in batch:
             lease, job = taken[keys.job_lease(job_id)], jobs.get(job_id)
             if lease is not None and job is not None:  # else another replica took it meanwhile
-                changed += _reconcile_leased(ctx, lease, job)
+                changed += _reconcile_leased(batch_ctx, lease, job)
+        changed += _review_deferred(batch_ctx.deferred_reviews)
     return changed
