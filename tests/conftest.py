@@ -75,6 +75,7 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "planning/test_plan_work",
     "replay/test_replay_cloud",
     "replay/test_replay_notice_styles",
+    "store/test_cluster_failover",
     "store/test_embedded_redis_cli",
     "store/test_sentinel_failover",
     "store/test_store",
