@@ -60,6 +60,7 @@ import numpy as np
 
 from policies import budget, deadline, risk, zones
 from policies.availability import residual_up_h
+from policies.pairs import Pairs
 from policies.views import (
     NO_OFFER,
     NO_ZONE,
@@ -149,16 +150,25 @@ def _hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> np.ndarray:
     return lam
 
 
-def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
+def _candidates(jobs: JobView, market: MarketView, cfg: PolicyConfig,
+                speed: np.ndarray | None) -> np.ndarray:
+    """``(n, m)`` bool: offers each job may launch now (available, making progress, not in a
+    zone cooling down after its reclaim)."""
     n, m = len(jobs), len(market.offers)
-    offers = market.offers
     cand = np.broadcast_to(market.available, (n, m))
-    speed = risk.speed_of(market)
     if speed is not None:
         cand = cand & (speed > 0)  # an offer that makes no progress (or a nonsense speed) is none
     if ((jobs.last_preempted_zone != NO_ZONE) & (jobs.since_preemption_h < cfg.same_zone_cooldown_h)).any():
-        cand = cand & ~zones.cooling_zone_mask(jobs, offers, cand, cfg.same_zone_cooldown_h,
+        cand = cand & ~zones.cooling_zone_mask(jobs, market.offers, cand, cfg.same_zone_cooldown_h,
                                                cfg.same_zone_strict)
+    return cand
+
+
+def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
+    n, m = len(jobs), len(market.offers)
+    offers = market.offers
+    speed = risk.speed_of(market)
+    cand = _candidates(jobs, market, cfg, speed)
     eff = risk.effective_price(jobs, market, _hazard(jobs, market, cfg))
     price = np.broadcast_to(market.price_usd_per_hour, (n, m))
     finish = risk.expected_cost_to_finish(jobs, price, eff)
@@ -247,13 +257,28 @@ def _spot_at(idx: np.ndarray, is_spot: np.ndarray) -> np.ndarray:
     return (idx != NO_OFFER) & is_spot[np.maximum(idx, 0)]
 
 
+@dataclass(frozen=True)
+class _Picks:
+    """Per job ``(n,)``: the offers a placement chooses among (:data:`NO_OFFER`/``inf``: none)
+    and their expected costs to finish; ``fb`` the speed committed to (``None`` without
+    speeds)."""
+
+    best_od: np.ndarray
+    cost_od: np.ndarray
+    best_spot: np.ndarray       # the spot offer to launch (safe, in time)
+    cost_spot: np.ndarray
+    any_spot: np.ndarray        # the spot offer when there is no on-demand fallback
+    cost_any_spot: np.ndarray
+    fb: np.ndarray | None
+
+
 def _place(ctx: _Ctx) -> Decision:
-    jobs, market, cfg = ctx.jobs, ctx.market, ctx.cfg
-    n, is_spot = len(jobs), market.offers.is_spot
-    offer, reason = np.full(n, NO_OFFER), np.full(n, -1)
-    none = np.full(n, NO_OFFER)
-    _choose(offer, reason, budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
-                                            jobs.user_budget_usd), none, Reason.BUDGET_STOP)
+    return _settle(ctx.jobs, ctx.market, ctx.cfg, ctx.rank, _dense_picks(ctx))
+
+
+def _dense_picks(ctx: _Ctx) -> _Picks:
+    jobs = ctx.jobs
+    is_spot = ctx.market.offers.is_spot
     timed = deadline.has_deadline(jobs)
     fb = ctx.fb_speed
     spot = ctx.cand & is_spot[None, :]
@@ -289,8 +314,23 @@ def _place(ctx: _Ctx) -> Decision:
                 ctx.rank)
         # Without on-demand the spot pick is what the job commits to.
         fb = np.where(best_od == NO_OFFER, _speed_at(ctx.speed, any_spot), fb)
+    return _Picks(best_od, cost_od, best_spot, cost_spot, any_spot, cost_any_spot, fb)
+
+
+def _settle(jobs: JobView, market: MarketView, cfg: PolicyConfig, rank: np.ndarray,
+            picks: _Picks) -> Decision:
+    """The placement rules (module docstring) per job, given its picks."""
+    n, is_spot = len(jobs), market.offers.is_spot
+    offer, reason = np.full(n, NO_OFFER), np.full(n, -1)
+    none = np.full(n, NO_OFFER)
+    _choose(offer, reason, budget.must_stop(jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd,
+                                            jobs.user_budget_usd), none, Reason.BUDGET_STOP)
+    timed = deadline.has_deadline(jobs)
+    best_od, cost_od, fb = picks.best_od, picks.cost_od, picks.fb
+    best_spot, cost_spot = picks.best_spot, picks.cost_spot
+    any_spot, cost_any_spot = picks.any_spot, picks.cost_any_spot
     spot_wins = (cost_any_spot < cost_od) | ((cost_any_spot == cost_od) & (
-        ctx.rank[np.maximum(any_spot, 0)] < ctx.rank[np.maximum(best_od, 0)]))
+        rank[np.maximum(any_spot, 0)] < rank[np.maximum(best_od, 0)]))
     best_any = np.where(spot_wins | (best_od == NO_OFFER), any_spot, best_od)
     has_od, has_spot = best_od != NO_OFFER, best_spot != NO_OFFER
     # No deadline (or unknown duration): the lowest expected cost available now, never wait.
@@ -326,6 +366,114 @@ def _empty_market(jobs: JobView) -> Decision:
     return Decision(np.where(keep, jobs.current, NO_OFFER), reason)
 
 
+# Job fields the placement reads at every candidate pair.
+_PAIR_FIELDS = ("compute_h", "remaining_compute_h", "time_to_deadline_h", "decision_interval_h",
+                "restart_overhead_h", "checkpoint_interval_h", "checkpoint_age_h")
+
+
+def _on_pairs(jobs: JobView, market: MarketView) -> bool:
+    """The market has one row of prices and offer stats for all jobs and the jobs every field
+    the pair computation reads: :func:`_place_pairs` applies."""
+    m, n = len(market.offers), len(jobs)
+    per_offer = [market.price_usd_per_hour, *market.offer_stats.__dict__.values()]
+    return all(np.shape(v) == (m,) for v in per_offer) and all(
+        getattr(jobs, f).shape == (n,) for f in (*_PAIR_FIELDS, "move_extra_h"))
+
+
+def _pair_hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig, pr: Pairs) -> np.ndarray:
+    """:func:`_hazard` at the pairs (``(P,)``)."""
+    offers = market.offers
+    lam = pr.at(risk.hazard_per_h(market.offer_stats, offers.is_spot))
+    recent = (jobs.last_preempted_zone != NO_ZONE) & \
+        (jobs.since_preemption_h < cfg.correlation_window_h)
+    corr = market.zone_correlation
+    if corr is not None and recent.any():
+        lost = np.maximum(jobs.last_preempted_zone, 0)[pr.rows]
+        zone = offers.zone[pr.cols]
+        rho = corr[pr.rows, lost, zone] if corr.ndim == 3 else corr[lost, zone]
+        rho = np.maximum(rho, 0.0)
+        lam = lam * (1.0 + np.where(recent[pr.rows] & offers.is_spot[pr.cols], rho, 0.0))
+    return lam
+
+
+def _pair_finish(jobs: JobView, market: MarketView, lam: np.ndarray, speed: np.ndarray | None,
+                 pr: Pairs) -> np.ndarray:
+    """:func:`risk.expected_cost_to_finish` of :func:`risk.effective_price` at the pairs, for
+    jobs that run nothing (``(P,)``, USD)."""
+    rows = pr.rows
+    notice = market.offers.interruption_notice_s
+    rework = (0.5 * jobs.checkpoint_interval_h)[rows]
+    loss = jobs.restart_overhead_h[rows] + rework
+    if notice.size and (rework > 0).any():
+        final_s = jobs.final_checkpoint_s if jobs.final_checkpoint_s.size else np.zeros(len(jobs))
+        with np.errstate(invalid="ignore"):
+            usable = (notice[pr.cols] > 0) & (notice[pr.cols] >= final_s[rows])
+        loss = jobs.restart_overhead_h[rows] + np.where(usable, 0.0, rework)
+    price = pr.at(market.price_usd_per_hour)
+    nodes = risk.gang_nodes(jobs)
+    if nodes is not None:
+        lam, price = lam * nodes[rows], price * nodes[rows]
+    eff = risk.per_reference_h(price * risk.inflation(lam, loss),
+                               None if speed is None else pr.at(speed))
+    remaining = risk.remaining_h(jobs)[rows]
+    with np.errstate(invalid="ignore"):
+        work = np.where(remaining > 0, eff * remaining, 0.0)
+    return work + price * (jobs.restart_overhead_h + jobs.move_extra_h)[rows]
+
+
+def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decision:
+    """:func:`_place` of :func:`_context` for jobs that run nothing, computed on the candidate
+    pairs only (:mod:`policies.pairs`), on-demand and spot apart: the same decisions, bit for
+    bit."""
+    offers = market.offers
+    speed = risk.speed_of(market)
+    cand = _candidates(jobs, market, cfg, speed)
+    od, sp = Pairs.of(cand & ~offers.is_spot), Pairs.of(cand & offers.is_spot)
+    od_finish = _pair_finish(jobs, market, _pair_hazard(jobs, market, cfg, od), speed, od)
+    sp_finish = _pair_finish(jobs, market, _pair_hazard(jobs, market, cfg, sp), speed, sp)
+    rank = tie_break_rank(offers)
+    timed = deadline.has_deadline(jobs)
+    if speed is None:
+        best_od, cost_od = od.pick(od_finish, None, rank)
+        launchable = deadline.spot_safe(jobs, jobs.restart_overhead_h) & \
+            deadline.launch_sustainable(jobs)
+        any_spot, cost_any_spot = sp.pick(sp_finish, None, rank)
+        return _settle(jobs, market, cfg, rank, _Picks(
+            best_od, cost_od, np.where(launchable, any_spot, NO_OFFER),
+            np.where(launchable, cost_any_spot, np.inf), any_spot, cost_any_spot, None))
+    od_s, od_in_time = _pair_in_time(jobs, speed, od)
+    best_od, cost_od = od.deadline_pick(jobs.remaining_compute_h, od_finish, od_s, od_in_time,
+                                        None, rank)
+    fb = _speed_at(speed, best_od)
+    s, in_time = _pair_in_time(jobs, speed, sp)
+    pj = sp.jobs(jobs, _PAIR_FIELDS)
+    safe = deadline.spot_safe(pj, pj.restart_overhead_h[:, None], s[:, None],
+                              fb[sp.rows])[:, 0] & deadline.launch_sustainable(jobs, fb)[sp.rows]
+    best_spot, cost_spot = sp.pick(sp_finish, safe & in_time, rank)
+    slow = timed & (best_spot == NO_OFFER) & sp.any(safe)
+    if slow.any():
+        idx, cost = sp.pick(sp_finish, safe & slow[sp.rows], rank)
+        cheaper = slow & (cost <= cost_od)
+        best_spot, cost_spot = np.where(cheaper, idx, best_spot), np.where(cheaper, cost, cost_spot)
+    any_spot, cost_any_spot = best_spot.copy(), cost_spot.copy()
+    alone = timed & (best_od == NO_OFFER)
+    if alone.any():
+        idx, cost = sp.deadline_pick(jobs.remaining_compute_h, sp_finish, s, in_time,
+                                     alone[sp.rows], rank)
+        any_spot, cost_any_spot = np.where(alone, idx, any_spot), np.where(alone, cost, cost_any_spot)
+    fb = np.where(best_od == NO_OFFER, _speed_at(speed, any_spot), fb)
+    return _settle(jobs, market, cfg, rank, _Picks(best_od, cost_od, best_spot, cost_spot,
+                                                   any_spot, cost_any_spot, fb))
+
+
+def _pair_in_time(jobs: JobView, speed: np.ndarray, pr: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    """The speeds at the pairs and whether a new launch there finishes in time
+    (:func:`deadline.in_time`), ``(P,)`` each."""
+    s = pr.at(speed)
+    pj = pr.jobs(jobs, ("compute_h", "remaining_compute_h", "time_to_deadline_h"))
+    return s, deadline.in_time(pj, s[:, None], jobs.restart_overhead_h[pr.rows][:, None])[:, 0]
+
+
 def decide_placement(jobs: JobView, market: MarketView,
                      cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
     """Choose an offer (or to wait) for each job that runs nothing now.
@@ -346,6 +494,8 @@ def decide_placement(jobs: JobView, market: MarketView,
                       "overhead_left_h": np.zeros(len(jobs))})
     if len(market.offers) == 0:
         return _empty_market(idle)
+    if _on_pairs(idle, market):
+        return _place_pairs(idle, market, cfg)
     return _place(_context(idle, market, cfg))
 
 

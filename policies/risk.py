@@ -148,7 +148,7 @@ def speed_of(market: MarketView) -> np.ndarray | None:
     return np.where(np.isfinite(speed) & (speed > 0), speed, 0.0)
 
 
-def _per_reference_h(per_h: np.ndarray, speed: np.ndarray | None) -> np.ndarray:
+def per_reference_h(per_h: np.ndarray, speed: np.ndarray | None) -> np.ndarray:
     """USD per useful hour → USD per reference-hour (``inf`` where the speed is 0)."""
     if speed is None:
         return per_h
@@ -182,9 +182,9 @@ def effective_price(jobs: JobView, market: MarketView,
     speed = speed_of(market)
     if lam.ndim == 1 and price.ndim == 1 and (speed is None or speed.ndim == 1):
         uniq, inv = np.unique(loss, axis=0, return_inverse=True)
-        rows = _per_reference_h(price[None, :] * inflation(lam[None, :], uniq), speed)
+        rows = per_reference_h(price[None, :] * inflation(lam[None, :], uniq), speed)
         return np.broadcast_to(rows[0], (n, m)) if len(uniq) == 1 else rows[inv.ravel()]
-    return np.broadcast_to(_per_reference_h(np.broadcast_to(price, (n, m)) * inflation(lam, loss),
+    return np.broadcast_to(per_reference_h(np.broadcast_to(price, (n, m)) * inflation(lam, loss),
                                             speed), (n, m))
 
 

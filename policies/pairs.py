@@ -1,0 +1,123 @@
+"""Row-wise picks over the candidate (job, offer) pairs only, instead of dense ``(n, m)`` grids.
+
+A placement compares each job with the offers it may launch now: usually a small share of
+the ``n × m`` grid (its constraints refuse most offers). :class:`Pairs` lists those pairs,
+row-major (by job, then offer index), and every per-(job, offer) figure is computed on the
+``P`` pairs alone with the same floating-point operations as the dense grid, so the picks are
+the dense ones bit for bit: :meth:`Pairs.pick` is :func:`policies.decisions._pick` (argmin,
+near-ties within ``1e-9`` relative broken by the offer rank, ``nan`` rows pick nothing),
+:meth:`Pairs.deadline_pick` is :func:`policies.decisions._deadline_pick`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from policies.views import NO_OFFER, JobView
+
+_NO_RANK = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """``P`` (job, offer) pairs of an ``(n, m)`` grid, row-major: ``rows``, ``cols`` ``(P,)``;
+    ``starts``: where each job's run of pairs begins."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    n: int
+    m: int
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, mask: np.ndarray) -> Pairs:
+        """The True cells of ``mask`` (bool ``(n, m)``)."""
+        n, m = mask.shape
+        rows, cols = np.divmod(np.flatnonzero(mask), max(m, 1))
+        return cls(rows, cols, n, m, _starts(rows))
+
+    def at(self, values: np.ndarray) -> np.ndarray:
+        """``(P,)`` values of a per-offer ``(m,)`` or per-(job, offer) ``(n, m)``/``(n, 1)``/
+        ``(1, m)`` array at the pairs."""
+        values = np.asarray(values)
+        if values.ndim == 1:
+            return values[self.cols]
+        if values.shape[1] > 1:
+            return values[0][self.cols] if values.shape[0] == 1 else values[self.rows, self.cols]
+        if values.shape[0] > 1:
+            return values[:, 0][self.rows]
+        return np.full(len(self.rows), values[0, 0])
+
+    def jobs(self, jobs: JobView, names: tuple[str, ...]) -> JobView:
+        """A view of ``P`` jobs, pair ``k`` being job ``rows[k]``, with the fields ``names``
+        (the others empty): per-job rules evaluated at every pair."""
+        empty = np.zeros(0)
+        return JobView(**{f.name: getattr(jobs, f.name)[self.rows] if f.name in names else empty
+                          for f in fields(JobView)})
+
+    def any(self, sel: np.ndarray | None) -> np.ndarray:
+        """``(n,)`` bool: the job has a selected pair (``sel``, bool ``(P,)``; ``None``: any)."""
+        if sel is None:
+            out = np.zeros(self.n, bool)
+            out[self.rows[self.starts]] = True
+            return out
+        return np.bincount(self.rows[sel], minlength=self.n) > 0
+
+    def _min(self, rows: np.ndarray, values: np.ndarray, fill,
+             starts: np.ndarray | None = None) -> np.ndarray:
+        """``(n,)`` minimum of ``values`` per job over pairs of ``rows`` (sorted, their runs
+        beginning at ``starts``), ``fill`` for a job without any; ``nan`` propagates."""
+        out = np.full(self.n, fill, dtype=values.dtype)
+        if len(rows):
+            starts = _starts(rows) if starts is None else starts
+            out[rows[starts]] = np.minimum.reduceat(values, starts)
+        return out
+
+    def pick(self, values: np.ndarray, sel: np.ndarray | None,
+             rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per job, the selected pair (``sel``: bool ``(P,)``, ``None``: every pair) of least
+        ``values`` (``(P,)``), near-ties (within ``1e-9`` relative of the best) broken by the
+        least ``rank`` (``(m,)``, a permutation). Returns ``(offer index, value)`` ``(n,)``:
+        :data:`NO_OFFER` and the best where that is not finite (``inf`` without any selected
+        pair, ``nan`` when one is ``nan``)."""
+        if sel is None:
+            rows, v, cols, starts = self.rows, values, self.cols, self.starts
+        else:
+            rows, v, cols, starts = self.rows[sel], values[sel], self.cols[sel], None
+        best = self._min(rows, v, np.inf, starts)
+        ok = np.isfinite(best)
+        tol = 1e-9 * np.maximum(np.abs(np.where(ok, best, 0.0)), 1.0)
+        near = np.flatnonzero(v <= (best + tol)[rows])
+        first = self._min(rows[near], rank[cols[near]].astype(np.int64), _NO_RANK)
+        order = np.empty(self.m, np.intp)
+        order[rank] = np.arange(self.m)
+        return np.where(ok, order[np.minimum(first, self.m - 1)], NO_OFFER), best
+
+    def deadline_pick(self, remaining: np.ndarray, finish: np.ndarray, speed: np.ndarray,
+                      in_time: np.ndarray, sel: np.ndarray | None,
+                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per job, the selected pair cheapest to finish (``finish``) among those in time
+        (``in_time``); where none is, the cheapest of those that finish first with a new launch
+        (least ``remaining / speed``; ``remaining`` ``(n,)``, the others ``(P,)``; ``sel``
+        ``None``: every pair)."""
+        idx, cost = self.pick(finish, in_time if sel is None else sel & in_time, rank)
+        late = (idx == NO_OFFER) & self.any(sel)
+        if late.any():
+            sub = late[self.rows] if sel is None else sel & late[self.rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                hours = remaining[self.rows] / np.where(speed > 0, speed, np.nan)
+            h = np.where(sub & np.isfinite(hours), hours, np.inf)
+            first = self._min(self.rows[sub], h[sub], np.inf)
+            near = sub & (h <= (first + 1e-9 * np.maximum(np.abs(first), 1.0))[self.rows])
+            i2, c2 = self.pick(finish, near, rank)
+            idx[late], cost[late] = i2[late], c2[late]
+        return idx, cost
+
+
+def _starts(rows: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of ``rows`` (sorted) begins."""
+    if not len(rows):
+        return np.zeros(0, np.intp)
+    return np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
