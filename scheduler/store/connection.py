@@ -169,6 +169,8 @@ def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
         raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: a cluster has no database "
                             "number; end the URL after the addresses")
     options.pop("db", None)
+    if options.pop("connection_class", None) is not None:  # rediss+cluster: TLS to every node
+        options["ssl"] = True
     plain = _client_options()
     settings = {"decode_responses": True,
                 "socket_connect_timeout": plain["socket_connect_timeout"], **options}

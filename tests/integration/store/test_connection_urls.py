@@ -68,3 +68,12 @@ def test_a_cluster_url_reaches_every_master_from_any_listed_node(redis_cluster):
 def test_a_cluster_url_with_no_live_node_fails_to_connect():
     with pytest.raises(redis.ConnectionError, match="^REDIS_URL="):
         connect(f"redis+cluster://127.0.0.1:{free_port()}")
+
+
+@pytest.mark.slow
+def test_a_rediss_cluster_url_speaks_tls_to_the_nodes(redis_cluster):
+    # The test cluster speaks plain TCP: a TLS client fails its handshake, which shows the
+    # nodes were dialled with TLS.
+    url = redis_cluster.url.replace("redis+cluster://", "rediss+cluster://")
+    with pytest.raises(redis.ConnectionError, match="SSL|ssl|TLS|tls"):
+        connect(url + "?ssl_cert_reqs=none&socket_timeout=2")
