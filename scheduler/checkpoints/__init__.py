@@ -17,12 +17,14 @@ from scheduler.checkpoints.checkpoints import (
     restore_latest,
     scan_checkpoint_dir,
 )
+from scheduler.checkpoints.digests import DigestCache
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.checkpoints.objectstore import (
     CheckpointCorrupt,
     CheckpointStoreError,
     ObjectNotFound,
     ObjectStore,
+    StreamingObjectStore,
     UnsafeBundle,
 )
 from scheduler.checkpoints.retention import Candidate, retained_ids
@@ -34,10 +36,12 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointCost",
     "CheckpointStoreError",
+    "DigestCache",
     "LocalObjectStore",
     "ObjectNotFound",
     "ObjectStore",
     "S3ObjectStore",
+    "StreamingObjectStore",
     "UnsafeBundle",
     "checkpoint_cost",
     "commit_checkpoint",

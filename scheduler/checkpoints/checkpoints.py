@@ -15,6 +15,9 @@ some unreferenced blobs, which :func:`prune_checkpoints` removes later. ``checkp
 of one job may run at once from several machines: :mod:`.holds` says how none of them
 loses a blob another needs. Each file is stored zstd-compressed when that makes it at least
 10 % smaller (:mod:`.encoding`); restore decodes and checks the original bytes' sha256.
+A commit reads only the files that changed since this process's previous commit of the
+folder (:mod:`.digests`) and streams new blobs to S3 straight from the job's files, each
+verified against its sha256 before it becomes visible (:mod:`.committing`).
 
 Files a job is still writing are left out of a checkpoint: any path part starting with ``.``
 or ending in ``.tmp`` (the usual write-to-temp-then-rename pattern).
