@@ -65,6 +65,7 @@ SLOW_MODULES = frozenset(f"tests/integration/{m}.py" for m in (
     "fleet/test_lifecycle",
     "fleet/test_real_agent",
     "history/test_import_real",
+    "history/test_history_cluster",
     "history/test_api_cli",
     "history/test_offer_price_age",
     "history/test_replay_vs_real",

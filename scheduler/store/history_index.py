@@ -123,6 +123,8 @@ class SeriesIndex:
             raise ValueError("find needs at least one field or a list of types")
         with self._r.pipeline(transaction=False) as pipe:
             for group in groups:
-                pipe.sinter([keys.history_index(source, f, v) for f, v in sorted(group.items())])
+                # raw: a Cluster pipeline blocks its sinter method (keys of one slot route)
+                pipe.execute_command("SINTER", *(keys.history_index(source, f, v)
+                                                 for f, v in sorted(group.items())))
             replies = pipe.execute()
         return set().union(*replies)

@@ -202,7 +202,8 @@ def run_pipelined(client, script, calls: list[tuple[list[str], list]]) -> list:
 def _execute(client, script, calls: list[tuple[list[str], list]]) -> list:
     with client.pipeline(transaction=False) as pipe:
         for keys, args in calls:
-            # EVALSHA as is: a plain pipeline given the Script would first ask SCRIPT EXISTS,
-            # one more round trip per call; NOSCRIPT is handled above instead.
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            # A raw EVALSHA: a plain pipeline given the Script would first ask SCRIPT EXISTS
+            # (one more round trip per call), and a Cluster pipeline blocks its evalsha method
+            # but routes a raw EVALSHA by its keys. NOSCRIPT is handled by the caller.
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return pipe.execute(raise_on_error=False)
