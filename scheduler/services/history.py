@@ -151,7 +151,7 @@ def select_series(store: Store, *, gpu: str | None = None, provider: str | None 
             continue
         values = dict(zip(("provider", "region", "zone", "instance_type", "market"), parts))
         if any(values[k].lower() != v for k, v in wanted.items()):
-            continue  # plain string checks first: 10,000 series are scanned per query
+            continue  # the index matched already; a scan (index being built) did not
         try:
             key = OfferKey.from_series(series)
         except ValueError:

@@ -22,6 +22,12 @@ existed) or ``replay:<market>`` (a replayed market; the same keys under
 source; readers name the one they read, or let it follow the provider's latest offers
 (``ga:offers-source:<provider>``, written with the offers). Sources never share points or extents.
 
+Each source's series are indexed by provider, region, zone, instance type and market
+(:mod:`scheduler.store.history_index`), so a filtered :meth:`HistoryStore.series` reads only
+the matching names. Redis Cluster: every script runs on one series' keys (one slot); the
+global sets (series indexes, ``ga:hist:sources``, hardware, settings) are written by separate,
+idempotent commands.
+
 Retention counts from the series' own newest observation, not the wall clock, so imported old
 dumps keep their raw points. Settings live in ``ga:hist:config`` (shared by all replicas).
 
