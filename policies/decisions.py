@@ -380,14 +380,20 @@ def _on_pairs(jobs: JobView, market: MarketView) -> bool:
         getattr(jobs, f).shape == (n,) for f in (*_PAIR_FIELDS, "move_extra_h"))
 
 
+def _correlation_active(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> bool:
+    recent = (jobs.last_preempted_zone != NO_ZONE) & \
+        (jobs.since_preemption_h < cfg.correlation_window_h)
+    return market.zone_correlation is not None and bool(recent.any())
+
+
 def _pair_hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig, pr: Pairs) -> np.ndarray:
     """:func:`_hazard` at the pairs (``(P,)``)."""
     offers = market.offers
     lam = pr.at(risk.hazard_per_h(market.offer_stats, offers.is_spot))
-    recent = (jobs.last_preempted_zone != NO_ZONE) & \
-        (jobs.since_preemption_h < cfg.correlation_window_h)
-    corr = market.zone_correlation
-    if corr is not None and recent.any():
+    if _correlation_active(jobs, market, cfg):
+        recent = (jobs.last_preempted_zone != NO_ZONE) & \
+            (jobs.since_preemption_h < cfg.correlation_window_h)
+        corr = market.zone_correlation
         lost = np.maximum(jobs.last_preempted_zone, 0)[pr.rows]
         zone = offers.zone[pr.cols]
         rho = corr[pr.rows, lost, zone] if corr.ndim == 3 else corr[lost, zone]
@@ -396,29 +402,77 @@ def _pair_hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig, pr: Pairs
     return lam
 
 
-def _pair_finish(jobs: JobView, market: MarketView, lam: np.ndarray, speed: np.ndarray | None,
+def _notices_matter(jobs: JobView, market: MarketView) -> bool:
+    """Some offer's interruption notice may save the rework (:func:`risk.loss_per_reclaim_h`)."""
+    return bool(market.offers.interruption_notice_s.size and (jobs.checkpoint_interval_h > 0).any())
+
+
+def _usable(notice: np.ndarray, final_s: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return (notice > 0) & (notice >= final_s)
+
+
+def _final_s(jobs: JobView) -> np.ndarray:
+    return jobs.final_checkpoint_s if jobs.final_checkpoint_s.size else np.zeros(len(jobs))
+
+
+def _pair_per_h(jobs: JobView, market: MarketView, cfg: PolicyConfig,
+                pr: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    """``(USD per useful hour, USD per hour)`` at the pairs (``(P,)``): the price the job pays
+    (``N ×`` for a gang) × the inflation of :func:`risk.effective_price`.
+
+    Jobs alike in overhead, rework, final checkpoint and nodes share these figures over the
+    offers, so when hazards are per offer they are tabled once per kind of job (``(K, m)``) and
+    read at the pairs; else computed at every pair. The same operations either way."""
+    rows, m = pr.rows, pr.m
+    notices = _notices_matter(jobs, market)
+    nodes = risk.gang_nodes(jobs)
+    overhead, rework = jobs.restart_overhead_h, 0.5 * jobs.checkpoint_interval_h
+    price = market.price_usd_per_hour
+    if not _correlation_active(jobs, market, cfg):
+        keys = np.stack([overhead, rework, _final_s(jobs) if notices else np.zeros(len(jobs)),
+                         np.ones(len(jobs)) if nodes is None else nodes], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        if len(uniq) * m <= max(len(rows), m):
+            lam = risk.hazard_per_h(market.offer_stats, market.offers.is_spot)[None, :]
+            loss = (uniq[:, 0] + uniq[:, 1])[:, None]
+            if notices:
+                loss = uniq[:, :1] + np.where(
+                    _usable(market.offers.interruption_notice_s[None, :], uniq[:, 2:3]),
+                    0.0, uniq[:, 1:2])
+            paid = np.broadcast_to(price, (len(uniq), m))
+            if nodes is not None:
+                lam, paid = lam * uniq[:, 3:], paid * uniq[:, 3:]
+            per_h = paid * risk.inflation(lam, loss)
+            if len(uniq) == 1:
+                return per_h[0][pr.cols], paid[0][pr.cols]
+            flat = inv.ravel()[rows] * m + pr.cols
+            return per_h.ravel()[flat], paid.ravel()[flat]
+    lam = _pair_hazard(jobs, market, cfg, pr)
+    rework_p = rework[rows]
+    loss = overhead[rows] + rework_p
+    if notices:
+        usable = _usable(market.offers.interruption_notice_s[pr.cols], _final_s(jobs)[rows])
+        loss = overhead[rows] + np.where(usable, 0.0, rework_p)
+    paid = pr.at(price)
+    if nodes is not None:
+        lam, paid = lam * nodes[rows], paid * nodes[rows]
+    return paid * risk.inflation(lam, loss), paid
+
+
+def _pair_finish(jobs: JobView, market: MarketView, cfg: PolicyConfig, speed: np.ndarray | None,
                  pr: Pairs) -> np.ndarray:
     """:func:`risk.expected_cost_to_finish` of :func:`risk.effective_price` at the pairs, for
     jobs that run nothing (``(P,)``, USD)."""
+    per_h, paid = _pair_per_h(jobs, market, cfg, pr)
+    eff = risk.per_reference_h(per_h, None if speed is None else pr.at(speed))
+    remaining = risk.remaining_h(jobs)
     rows = pr.rows
-    notice = market.offers.interruption_notice_s
-    rework = (0.5 * jobs.checkpoint_interval_h)[rows]
-    loss = jobs.restart_overhead_h[rows] + rework
-    if notice.size and (rework > 0).any():
-        final_s = jobs.final_checkpoint_s if jobs.final_checkpoint_s.size else np.zeros(len(jobs))
-        with np.errstate(invalid="ignore"):
-            usable = (notice[pr.cols] > 0) & (notice[pr.cols] >= final_s[rows])
-        loss = jobs.restart_overhead_h[rows] + np.where(usable, 0.0, rework)
-    price = pr.at(market.price_usd_per_hour)
-    nodes = risk.gang_nodes(jobs)
-    if nodes is not None:
-        lam, price = lam * nodes[rows], price * nodes[rows]
-    eff = risk.per_reference_h(price * risk.inflation(lam, loss),
-                               None if speed is None else pr.at(speed))
-    remaining = risk.remaining_h(jobs)[rows]
     with np.errstate(invalid="ignore"):
-        work = np.where(remaining > 0, eff * remaining, 0.0)
-    return work + price * (jobs.restart_overhead_h + jobs.move_extra_h)[rows]
+        work = eff * remaining[rows]
+    if (remaining <= 0).any():
+        work = np.where(remaining[rows] > 0, work, 0.0)
+    return work + paid * (jobs.restart_overhead_h + jobs.move_extra_h)[rows]
 
 
 def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decision:
@@ -429,8 +483,8 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
     speed = risk.speed_of(market)
     cand = _candidates(jobs, market, cfg, speed)
     od, sp = Pairs.of(cand & ~offers.is_spot), Pairs.of(cand & offers.is_spot)
-    od_finish = _pair_finish(jobs, market, _pair_hazard(jobs, market, cfg, od), speed, od)
-    sp_finish = _pair_finish(jobs, market, _pair_hazard(jobs, market, cfg, sp), speed, sp)
+    od_finish = _pair_finish(jobs, market, cfg, speed, od)
+    sp_finish = _pair_finish(jobs, market, cfg, speed, sp)
     rank = tie_break_rank(offers)
     timed = deadline.has_deadline(jobs)
     if speed is None:

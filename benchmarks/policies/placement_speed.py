@@ -9,15 +9,20 @@ Synthetic but shaped like real catalogs: 10,000 offers over 3 providers, 12 regi
 6 GPU models, spot and on-demand; 1,000 jobs with all-distinct specs (GPU count/model, VRAM,
 market, provider/region allow-deny lists, price and risk limits), most with deadlines.
 
-Run: ``python3 benchmarks/policies/placement_speed.py [--jobs 1000] [--offers 10000]``; prints
-the median of ``--repeat`` runs; the result is recorded in ``RESULTS-speed.md`` with ``--write``.
+Side by side in one run, on the same inputs, alternating: **new** (the current policies: specs
+grouped by kind, the decision on the candidate pairs) and **old** (the dense-grid reference the
+equivalence tests keep, ``tests/unit/policies/reference_*.py``); every decision of the two is
+checked identical. Wall and CPU (process) time are both reported: the machine is shared.
+
+Run: ``python3 benchmarks/policies/placement_speed.py [--jobs 1000] [--offers 10000]
+[--speeds none|per-job]``; prints median and p99 of ``--repeat`` runs of each; recorded in
+``RESULTS-speed.md`` with ``--write``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -28,12 +33,21 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.policies.report import machine
-from policies.availability import always_available
-from policies.eligibility import eligible_matrix
-from policies.decisions import decide_placement
-from policies.views import AvailabilityStats, JobView, MarketView, OfferTable
-from core.models import JobSpec, Offer
+from benchmarks.policies.report import machine  # noqa: E402
+from core.models import JobSpec, Offer  # noqa: E402
+from policies import decisions, eligibility  # noqa: E402
+from policies.availability import always_available  # noqa: E402
+from policies.views import (  # noqa: E402
+    AvailabilityStats,
+    JobView,
+    MarketView,
+    OfferTable,
+    with_speed,
+)
+from tests.unit.policies import reference_decisions, reference_eligibility  # noqa: E402
+
+PATHS = {"new": (eligibility.eligible_matrix, decisions.decide_placement),
+         "old": (reference_eligibility.eligible_matrix, reference_decisions.decide_placement)}
 
 GPUS = (("T4", 16), ("A10G", 24), ("L4", 24), ("V100", 16), ("A100", 40), ("H100", 80))
 PROVIDERS = ("aws", "gcp", "azure")
@@ -81,21 +95,30 @@ def make_specs(n: int, rng: np.random.Generator) -> list[JobSpec]:
     return specs
 
 
+def market_inputs(table: OfferTable, n: int, rng: np.random.Generator) -> dict:
+    """The random parts of a market view (capacity, availability stats), drawn once per run so
+    that both paths see the same market."""
+    m = len(table)
+    return {"capacity": ~table.is_spot | (rng.random(m) < 0.8),
+            "up_age_h": rng.exponential(3.0, m), "mean_up_h": rng.uniform(0.5, 20.0, m),
+            "mean_down_h": rng.uniform(0.2, 5, m), "frac": rng.uniform(0.3, 0.95, m),
+            "pool_down_age_h": rng.exponential(1.0, n)}
+
+
 def market_view(table: OfferTable, prices: np.ndarray, eligible: np.ndarray,
-                rng: np.random.Generator) -> MarketView:
+                inputs: dict) -> MarketView:
     n, m = eligible.shape
-    capacity = ~table.is_spot | (rng.random(m) < 0.8)
-    spot = AvailabilityStats(up_age_h=rng.exponential(3.0, m), down_age_h=np.zeros(m),
-                             mean_up_h=rng.uniform(0.5, 20.0, m), mean_down_h=rng.uniform(0.2, 5, m),
-                             frac=rng.uniform(0.3, 0.95, m))
+    spot = AvailabilityStats(up_age_h=inputs["up_age_h"], down_age_h=np.zeros(m),
+                             mean_up_h=inputs["mean_up_h"], mean_down_h=inputs["mean_down_h"],
+                             frac=inputs["frac"])
     full = always_available((m,))
     stats = AvailabilityStats(**{f: np.where(table.is_spot, getattr(spot, f), getattr(full, f))
                                  for f in AvailabilityStats.__dataclass_fields__})
-    pool = AvailabilityStats(up_age_h=np.zeros(n), down_age_h=rng.exponential(1.0, n),
+    pool = AvailabilityStats(up_age_h=np.zeros(n), down_age_h=inputs["pool_down_age_h"],
                              mean_up_h=np.full(n, 3.0), mean_down_h=np.full(n, 1.0),
                              frac=np.full(n, 0.7))
-    return MarketView(offers=table, price_usd_per_hour=prices, available=eligible & capacity,
-                      offer_stats=stats, pool_stats=pool)
+    return MarketView(offers=table, price_usd_per_hour=prices,
+                      available=eligible & inputs["capacity"], offer_stats=stats, pool_stats=pool)
 
 
 def jobs_view(n: int, rng: np.random.Generator) -> JobView:
@@ -106,22 +129,33 @@ def jobs_view(n: int, rng: np.random.Generator) -> JobView:
                          decision_interval_h=1 / 60)
 
 
-def one_decision(specs, table, prices, rng) -> tuple[float, np.ndarray]:
-    t0 = time.perf_counter()
+def one_decision(path: str, specs, table, prices, capacity, jobs, speed) -> tuple[float, float, object]:
+    """``(wall s, CPU s, decision)`` of one placement step on the given inputs."""
+    eligible_matrix, decide_placement = PATHS[path]
+    w0, c0 = time.perf_counter(), time.process_time()
     eligible = eligible_matrix(specs, table, prices)
-    market = market_view(table, prices, eligible, rng)
-    decision = decide_placement(jobs_view(len(specs), rng), market)
-    return time.perf_counter() - t0, decision.offer
+    market = market_view(table, prices, eligible, capacity)
+    if speed is not None:
+        market = with_speed(market, speed)
+    decision = decide_placement(jobs, market)
+    return time.perf_counter() - w0, time.process_time() - c0, decision
+
+
+def _stats(values: list[float]) -> str:
+    ms = np.array(values) * 1000
+    return f"median {np.median(ms):.0f} ms, p99 {np.percentile(ms, 99):.0f} ms"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--offers", type=int, default=10000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--speeds", choices=("none", "per-job"), default="none",
+                        help="per-job: every job its own (n, m) speeds (the daemon's speed model)")
     parser.add_argument("--write", action="store_true", help="record in RESULTS-speed.md")
     args = parser.parse_args(argv)
-    load = os.getloadavg()
+    load = open("/proc/loadavg").read().strip() if os.path.exists("/proc/loadavg") else "?"
     rng = np.random.default_rng(0)
     offers = make_offers(args.offers, rng)
     t0 = time.perf_counter()
@@ -129,29 +163,57 @@ def main(argv: list[str] | None = None) -> int:
     prices = np.array([o.price_usd_per_hour for o in offers])
     table_s = time.perf_counter() - t0
     specs = make_specs(args.jobs, rng)
-    times, placed = [], None
-    for _ in range(args.repeat):
-        seconds, placed = one_decision(specs, table, prices, rng)
-        times.append(seconds)
-    median = statistics.median(times)
-    line = (f"{args.jobs} jobs x {args.offers} offers: median {median * 1000:.0f} ms over "
-            f"{args.repeat} runs (min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); "
-            f"{int((placed >= 0).sum())} jobs placed; offer table built in {table_s * 1000:.0f} ms")
-    print(line)
+    wall = {p: [] for p in PATHS}
+    cpu = {p: [] for p in PATHS}
+    placed = 0
+    for k in range(args.repeat):
+        views = market_inputs(table, args.jobs, rng)
+        jobs = jobs_view(args.jobs, rng)
+        speed = rng.choice([0.5, 1.0, 2.0, 4.0], (args.jobs, args.offers)) \
+            if args.speeds == "per-job" else None
+        got = {}
+        for p in (("new", "old") if k % 2 == 0 else ("old", "new")):
+            w, c, got[p] = one_decision(p, specs, table, prices, views, jobs, speed)
+            wall[p].append(w)
+            cpu[p].append(c)
+        if not (np.array_equal(got["new"].offer, got["old"].offer)
+                and np.array_equal(got["new"].reason, got["old"].reason)):
+            raise SystemExit(f"run {k}: the new and old decisions differ")
+        placed = int((got["new"].offer >= 0).sum())
+    ratio = np.median(wall["old"]) / np.median(wall["new"])
+    lines = [f"{args.jobs} jobs x {args.offers} offers, speeds {args.speeds}, {args.repeat} runs "
+             f"each; {placed} jobs placed, decisions identical in every run; offer table built "
+             f"in {table_s * 1000:.0f} ms"]
+    for p in PATHS:
+        lines.append(f"{p}: wall {_stats(wall[p])}; CPU {_stats(cpu[p])}")
+    lines.append(f"old / new (median wall): {ratio:.1f}x")
+    print("\n".join(lines))
     if args.write:
         meta = machine("python3 benchmarks/policies/placement_speed.py " + " ".join(argv or sys.argv[1:]),
-                       sum(times), args.repeat, 0)
-        (Path(__file__).parent / "RESULTS-speed.md").write_text(
-            "# Decision speed: placing pending jobs against offers\n\n"
-            "Generated by `benchmarks/policies/placement_speed.py`; do not edit by hand.\n\n"
+                       sum(wall["new"]) + sum(wall["old"]), args.repeat, 0)
+        out = Path(__file__).parent / "RESULTS-speed.md"
+        head = ("# Decision speed: placing pending jobs against offers\n\n"
+                "Generated by `benchmarks/policies/placement_speed.py`; do not edit by hand "
+                "(one section per `--speeds`).\n\n"
+                "Timed: constraints of every job against every offer, views, and "
+                "`decide_placement` for all jobs at once; not timed: building the offer table "
+                "(once per offer poll, shown separately). **new** is the current code, **old** "
+                "the dense-grid reference (`tests/unit/policies/reference_*.py`), run "
+                "alternately on the same inputs. The machine is shared (a CI run was going on): "
+                "the CPU time of the process is the steadier figure.\n")
+        sections = {}
+        if out.exists() and "## speeds" in out.read_text():
+            for part in out.read_text().split("\n## speeds ")[1:]:
+                sections[part.split("\n", 1)[0].strip()] = "## speeds " + part.rstrip() + "\n"
+        sections[args.speeds] = (
+            f"## speeds {args.speeds}\n\n"
             f"- command: `{meta['command'].strip()}`\n"
             f"- machine: {meta['nproc']} cores, {meta['cpu']}, Python {meta['python']}\n"
-            f"- date: {meta['date']}, commit {meta['commit']}; load average before the run "
-            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (other work shared the 2 cores)\n"
-            "- timed: constraints of every job against every offer (vectorised), views, and "
-            "`policies.decisions.decide_placement` for all jobs at once; not timed: building the "
-            "offer table (once per offer poll, shown separately)\n\n"
-            f"**{line}**\n\nAll runs (ms): {', '.join(f'{t * 1000:.0f}' for t in times)}\n")
+            f"- date: {meta['date']}, commit {meta['commit']}; `/proc/loadavg` before the run: "
+            f"`{load}`\n\n" + "\n".join(f"- {line}" for line in lines) + "\n\n"
+            + "\n".join(f"All runs, {p} (wall ms): "
+                        + ", ".join(f"{t * 1000:.0f}" for t in wall[p]) for p in PATHS) + "\n")
+        out.write_text(head + "\n" + "\n".join(sections[k] for k in sorted(sections)))
     return 0
 
 

@@ -3,13 +3,15 @@ the same offers and reasons, ties included, on many random instances."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from policies import decisions
 from policies.decisions import PolicyConfig, decide_placement
 from policies.pairs import Pairs
-from policies.views import MarketView, OfferTable
+from policies.views import JobView, MarketView, OfferTable
 from tests.unit.policies import random_instances as ri
 from tests.unit.policies import reference_decisions as ref
 
@@ -28,9 +30,17 @@ def _instance(seed: int):
     density = float(rng.choice([0.0, 0.1, 0.5, 1.0]))
     market = ri.market(rng, table, prices, n, speed=speed, correlation=rng.random() < 0.5,
                        density=density)
+    if seed % 5 == 0:        # a table built without notices
+        table = replace(table, interruption_notice_s=np.zeros(0))
+        market = replace(market, offers=table)
     if rng.random() < 0.2:   # one availability row for every job
         market = MarketView(**{**market.__dict__, "available": market.available[0]})
     jobs = ri.jobs(rng, n, m, zones=len(table.zone_names))
+    if seed % 2:   # few kinds of jobs (overheads, checkpoints, nodes): figures tabled per kind
+        kind = {"restart_overhead_h": [0.1, 0.25], "checkpoint_interval_h": [0.0, 1.0],
+                "final_checkpoint_s": [60.0, np.inf], "nodes": [1.0, 2.0]}
+        jobs = JobView(**{**jobs.__dict__, **{k: rng.choice(v[:1 + seed % 4 // 2], n)
+                                              for k, v in kind.items()}})
     return jobs, market, CONFIGS[seed % len(CONFIGS)]
 
 
@@ -43,6 +53,23 @@ def test_same_decisions_as_the_dense_reference(seed):
     assert got.offer.dtype == want.offer.dtype
     assert np.array_equal(got.offer, want.offer), (got.offer, want.offer)
     assert np.array_equal(got.reason, want.reason), (got.reason, want.reason)
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_same_costs_at_every_candidate_pair(seed):
+    """The expected cost to finish at each candidate pair is the dense grid's, bit for bit
+    (whether tabled per kind of job or computed per pair)."""
+    jobs, market, cfg = _instance(seed)
+    idle = JobView(**{**jobs.__dict__, "current": np.full(len(jobs), -1),
+                      "overhead_left_h": np.zeros(len(jobs))})
+    if len(market.offers) == 0:
+        return
+    ctx = ref._context(idle, market, cfg)
+    speed = decisions.risk.speed_of(market)
+    pr = Pairs.of(decisions._candidates(idle, market, cfg, speed))
+    got = decisions._pair_finish(idle, market, cfg, speed, pr)
+    want = np.broadcast_to(ctx.finish, ctx.cand.shape)[pr.rows, pr.cols]
+    assert got.tobytes() == want.tobytes()
 
 
 def test_instances_cover_the_interesting_cases():
