@@ -125,8 +125,19 @@ class HistoryStore:
         source = check(source)
         by_series: dict[str, dict[int, str]] = defaultdict(dict)
         given = 0
+        # A poll's observations share their times and many prices: convert each once
+        # (converting is a third of an append's time in Python otherwise).
+        ms_of: dict[datetime, int] = {}
+        text_of: dict[float, str] = {}
         for obs in observations:
-            by_series[obs.series][to_ms(obs.observed_at)] = price_text(obs.price_usd_per_hour)
+            at, price = obs.observed_at, obs.price_usd_per_hour
+            ms = ms_of.get(at)
+            if ms is None:
+                ms = ms_of[at] = to_ms(at)
+            text = text_of.get(price)
+            if text is None:
+                text = text_of[price] = price_text(price)
+            by_series[obs.series][ms] = text
             given += 1
         for series in seen_until or {}:
             by_series.setdefault(series, {})
