@@ -20,6 +20,7 @@ from typing import Any
 import redis
 
 from scheduler.store import keys
+from scheduler.store.outbox import Outbox
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,14 @@ def record_spend(client: redis.Redis | redis.client.Pipeline, owner: str, job_id
                  spent_usd: float) -> None:
     """Set (or queue, on a pipeline) ``job_id``'s spend in its owner's ledger (USD, absolute)."""
     client.hset(keys.owner_spend(owner), job_id, repr(float(spent_usd)))
+
+
+def queue_spend(outbox: Outbox, owner: str, job_id: str, spent_usd: float) -> None:
+    """Queue on a job write's ``outbox`` the setting of ``job_id``'s spend in its owner's
+    ledger to ``spent_usd`` (USD, absolute) as of that job version: a write applied late
+    (after a crash) never replaces what a newer version recorded. Not a maximum: a running
+    placement's cost counts up to now, its final bill only up to its end."""
+    outbox.state(keys.owner_spend(owner), "HSET", job_id, repr(float(spent_usd)))
 
 
 class SpendStore:

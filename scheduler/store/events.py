@@ -1,8 +1,10 @@
 """The job event stream: every job timeline event, also in one capped Redis stream.
 
-Each :class:`~core.models.JobEvent` a job write adds is XADDed to ``ga:events`` in the
-same MULTI as the job itself (:func:`publish`, called by :mod:`scheduler.store.job_writes`), so
-an event is in the stream if and only if its job write committed, on whichever replica made it.
+Each :class:`~core.models.JobEvent` a job write adds is XADDed to ``ga:events`` through the
+job's outbox (:func:`publish`, called by :mod:`scheduler.store.job_writes`; queued in the job
+write's own MULTI, applied at most once after it, :mod:`scheduler.store.outbox`), so an event
+is in the stream exactly once if its job write committed (once applied: right after the
+commit, or by the next repair if the writer died), never otherwise.
 The stream is trimmed approximately to ``EVENTS_STREAM_MAXLEN`` entries.
 
 An entry's fields (all strings; absent when unknown): ``job_id``, ``owner`` (the job's
@@ -30,6 +32,7 @@ import redis
 
 from core.models import Job
 from scheduler.store import keys
+from scheduler.store.outbox import Outbox
 from scheduler.timing import EVENTS_SCAN_MAX, EVENTS_STREAM_MAXLEN
 
 # A stream id as Redis writes it: "<ms>-<seq>"; "0-0" (or "0") means "from the beginning".
@@ -38,9 +41,9 @@ STREAM_ID_PATTERN = r"^\d{1,20}(-\d{1,20})?$"
 STREAM_ID_RE = re.compile(r"^\d{1,20}(-\d{1,20})?\Z")
 
 
-def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
-    """Queue an XADD on ``pipe`` (inside its MULTI) for each event of ``job`` past the first
-    ``already`` (the count the stored version had)."""
+def publish(outbox: Outbox, job: Job, already: int) -> None:
+    """Queue on ``outbox`` an XADD (applied at most once) for each event of ``job`` past the
+    first ``already`` (the count the stored version had)."""
     for event in job.events[already:]:
         fields = {"job_id": job.id, "owner": job.spec.owner, "attempt": str(job.attempt),
                   "state": event.state.value, "message": event.message,
@@ -52,7 +55,8 @@ def publish(pipe: redis.client.Pipeline, job: Job, already: int) -> None:
             fields["offer"] = event.offer
         if event.price_usd_per_hour is not None:
             fields["price_usd_per_hour"] = repr(event.price_usd_per_hour)
-        pipe.xadd(keys.EVENTS, fields, maxlen=EVENTS_STREAM_MAXLEN, approximate=True)
+        flat = [part for pair in fields.items() for part in pair]
+        outbox.once(keys.EVENTS, "XADD", "MAXLEN", "~", EVENTS_STREAM_MAXLEN, "*", *flat)
 
 
 log = logging.getLogger("scheduler.events")

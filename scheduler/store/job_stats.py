@@ -1,8 +1,9 @@
 """Per-job figures and job counters written beside every job write, read by ``/metrics``.
 
 Kept in Redis (not in one process's memory) so every daemon replica sharing the Redis reports
-the same values, and written in the job write's own MULTI (:mod:`scheduler.store.job_writes`)
-so a counter moves exactly once per committed change, whichever replica made it. A scrape
+the same values, and queued in the job write's own MULTI (:mod:`scheduler.store.job_writes`),
+applied after it through the job's outbox (:mod:`scheduler.store.outbox`), so a counter moves
+exactly once per committed change, whichever replica made it. A scrape
 reads the figures of the *active* jobs and a few aggregates: its cost follows the number of
 active jobs, not of every job ever run.
 
@@ -39,7 +40,8 @@ from typing import Any
 import redis
 
 from core.models import Job, JobState, PlacementEnd, parse_lenient
-from scheduler.store import keys
+from scheduler.store import keys, outbox
+from scheduler.store.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -103,35 +105,36 @@ def saved_usd(figures: dict[str, Any], now_ts: float) -> float:
     return saved
 
 
-def record(pipe: redis.client.Pipeline, previous: Job | None, job: Job) -> None:
-    """Queue the figures and counters of a write on ``pipe`` (inside its MULTI);
-    ``previous`` is the stored version being replaced (``None`` for a new job)."""
+def record(outbox: Outbox, previous: Job | None, job: Job) -> None:
+    """Queue the figures and counters of a write on ``outbox`` (in the job write's MULTI;
+    figures are job-state ops, counters deltas applied at most once); ``previous`` is the
+    stored version being replaced (``None`` for a new job)."""
     figures = summary(job)
     was_finished = previous is not None and previous.state.is_terminal()
     before = summary(previous) if was_finished else None
     if job.state.is_terminal():
         saved = saved_usd(figures, 0.0)  # no running placement: nothing accrues any more
-        pipe.hdel(keys.JOB_SUMMARIES, job.id)
-        pipe.hset(keys.JOBS_FINISHED, job.id, repr(saved))
+        outbox.state(keys.JOB_SUMMARIES, "HDEL", job.id)
+        outbox.state(keys.JOBS_FINISHED, "HSET", job.id, repr(saved))
         if before is None:
-            pipe.hincrby(keys.METRIC_FINISHED_STATES, job.state.value, 1)
+            outbox.once(keys.METRIC_FINISHED_STATES, "HINCRBY", job.state.value, 1)
         elif before["state"] != job.state.value:  # rewritten after it finished (rare)
-            pipe.hincrby(keys.METRIC_FINISHED_STATES, before["state"], -1)
-            pipe.hincrby(keys.METRIC_FINISHED_STATES, job.state.value, 1)
+            outbox.once(keys.METRIC_FINISHED_STATES, "HINCRBY", before["state"], -1)
+            outbox.once(keys.METRIC_FINISHED_STATES, "HINCRBY", job.state.value, 1)
         delta = saved - (saved_usd(before, 0.0) if before else 0.0)
         if delta:
-            pipe.incrbyfloat(keys.METRIC_FINISHED_SAVED, delta)
+            outbox.once(keys.METRIC_FINISHED_SAVED, "INCRBYFLOAT", repr(delta))
     else:
-        pipe.hset(keys.JOB_SUMMARIES, job.id, json.dumps(figures, separators=(",", ":")))
-    _count_closed_placements(pipe, previous, job)
+        outbox.state(keys.JOB_SUMMARIES, "HSET", job.id,
+                     json.dumps(figures, separators=(",", ":")))
+    _count_closed_placements(outbox, previous, job)
     for alert, raised in job.waste.raised.items():
         delta = raised - (previous.waste.raised.get(alert, 0) if previous else 0)
         if delta > 0:
-            pipe.hincrby(keys.METRIC_WASTE, alert, delta)
+            outbox.once(keys.METRIC_WASTE, "HINCRBY", alert, delta)
 
 
-def _count_closed_placements(pipe: redis.client.Pipeline, previous: Job | None,
-                             job: Job) -> None:
+def _count_closed_placements(outbox: Outbox, previous: Job | None, job: Job) -> None:
     """Count the placements closed since ``previous``. One that ended for a migration reason
     is a migration when the job went on: it is not finished, or a later attempt exists (when
     an older job is counted at once)."""
@@ -139,10 +142,10 @@ def _count_closed_placements(pipe: redis.client.Pipeline, previous: Job | None,
     for index in range(len(previous.placements) if previous else 0, len(job.placements)):
         placement = placements[index]
         if placement.end_reason is PlacementEnd.PREEMPTED:
-            pipe.hincrby(keys.METRIC_PREEMPTIONS, placement.offer.provider, 1)
+            outbox.once(keys.METRIC_PREEMPTIONS, "HINCRBY", placement.offer.provider, 1)
         reason = MIGRATION_REASONS.get(placement.end_reason)
         if reason and (not job.state.is_terminal() or index + 1 < len(placements)):
-            pipe.hincrby(keys.METRIC_MIGRATIONS, reason, 1)
+            outbox.once(keys.METRIC_MIGRATIONS, "HINCRBY", reason, 1)
 
 
 def _ints(values: dict[str, str]) -> dict[str, int]:
@@ -211,19 +214,31 @@ class JobStats:
             log.info("counted %d jobs stored before the /metrics figures existed", counted)
 
     def _count_once(self, job_id: str) -> bool:
-        with self._r.pipeline() as pipe:
+        """Queue the counting of one older job in its outbox, in a transaction over its slot
+        (its document watched), unless it is counted or a write of it is pending;
+        then apply it."""
+        with self._r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(keys.job(job_id))
                 raw = pipe.get(keys.job(job_id))
-                if not raw or pipe.hexists(keys.JOB_SUMMARIES, job_id) \
-                        or pipe.hexists(keys.JOBS_FINISHED, job_id):
+                if not raw or pipe.llen(keys.job_outbox(job_id)):
                     return False
+                # Other slots: read apart; a write meanwhile changes the document (WATCH).
+                if self._r.hexists(keys.JOB_SUMMARIES, job_id) \
+                        or self._r.hexists(keys.JOBS_FINISHED, job_id):
+                    return False
+                job = parse_lenient(Job, raw)
+                box = Outbox(job_id, job.version)
+                record(box, None, job)
+                outbox.mark_dirty(self._r, box.entry_id)
                 pipe.multi()
-                record(pipe, None, parse_lenient(Job, raw))
-                pipe.execute()
-                return True
+                pipe.rpush(keys.job_outbox(job_id), box.entry())
+                pipe.lrange(keys.job_outbox(job_id), 0, -1)
+                entries = pipe.execute()[-1]
             except redis.WatchError:
                 return False  # written meanwhile: that write counted it
+        outbox.apply(self._r, job_id, entries)
+        return True
 
     def counters(self) -> dict[str, dict[str, int]]:
         """``{"preemptions": {provider: n}, "migrations": {reason: n}, "waste": {alert:

@@ -1,8 +1,11 @@
 """Jobs in Redis: one JSON document per job, written with optimistic concurrency.
 
 Every write goes through :meth:`JobStore.save`, which WATCHes the job key, refuses to overwrite
-a newer version (:class:`StaleJobError`) and maintains the job indexes in the same MULTI, so a
-crash never leaves a job half-written or missing from an index. A store bound to a job's control
+a newer version (:class:`StaleJobError`) and queues its side writes (indexes, events, figures,
+spend) in the job's outbox in the same MULTI, over the job's hash slot only (so it works on
+Redis Cluster), then applies them (:mod:`scheduler.store.outbox`): a crash after the commit
+leaves them queued, and the next write of the job or :func:`~scheduler.store.outbox.repair`
+applies them, each once. A store bound to a job's control
 lease (:meth:`JobStore.fenced`) also WATCHes the lease and refuses to write once the lease is
 no longer that acquisition's (:class:`LeaseLostError`).
 """
@@ -15,9 +18,10 @@ from collections.abc import Iterable
 import redis
 
 from core.models import Job, parse_lenient, utcnow
-from scheduler.store import keys
+from scheduler.store import keys, outbox
 from scheduler.store.job_writes import after_commit, after_write
 from scheduler.store.leases import Lease
+from scheduler.store.multi import mget
 from scheduler.timing import JOB_LOG_MAX_LINES
 
 # A stored log line is at most this many UTF-8 bytes (longer ones are cut, ending in
@@ -71,16 +75,15 @@ class JobStore:
     def create(self, job: Job) -> Job:
         """Store a new job. Raises :class:`JobExistsError` if the id is taken."""
         job = job.model_copy(update={"version": 1})
-        with self._r.pipeline() as pipe:
+        with self._r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(keys.job(job.id))
                 if pipe.exists(keys.job(job.id)):
                     raise JobExistsError(job.id)
-                pipe.multi()
-                self._write(pipe, job)
-                pipe.execute()
+                entries = self._commit(pipe, job)
             except redis.WatchError as exc:
                 raise JobExistsError(job.id) from exc
+        outbox.apply(self._r, job.id, entries)
         after_commit(None, job)
         return job
 
@@ -92,8 +95,9 @@ class JobStore:
         return bool(self._r.exists(keys.job(job_id)))
 
     def get_many(self, job_ids: list[str]) -> dict[str, Job]:
-        """The stored jobs among ``job_ids`` (one MGET); missing ones are left out."""
-        raws = self._r.mget([keys.job(i) for i in job_ids]) if job_ids else []
+        """The stored jobs among ``job_ids`` (one MGET; one per hash slot, pipelined, on a
+        cluster); missing ones are left out."""
+        raws = mget(self._r, [keys.job(i) for i in job_ids])
         return {i: parse_lenient(Job, raw) for i, raw in zip(job_ids, raws, strict=True) if raw}
 
     def save(self, job: Job) -> Job:
@@ -102,7 +106,7 @@ class JobStore:
         the store is :meth:`fenced` and the lease is no longer ours."""
         key = keys.job(job.id)
         lease = self.lease
-        with self._r.pipeline() as pipe:
+        with self._r.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(key, *([lease.key] if lease else []))
                 if lease is not None and pipe.get(lease.key) != lease.value:
@@ -114,24 +118,30 @@ class JobStore:
                 if stored != job.version:
                     raise StaleJobError(f"job {job.id}: stored v{stored}, writing from v{job.version}")
                 new = job.model_copy(update={"version": job.version + 1, "updated_at": utcnow()})
-                pipe.multi()
-                self._write(pipe, new, previous)
-                if lease is not None and self._lease_ttl_ms:
-                    pipe.pexpire(lease.key, self._lease_ttl_ms)
-                pipe.execute()
+                extend = self._lease_ttl_ms if lease is not None else None
+                entries = self._commit(pipe, new, previous,
+                                       (lease.key, extend) if extend else None)
             except redis.WatchError as exc:
                 raise StaleJobError(f"job {job.id} changed during the write") from exc
+        outbox.apply(self._r, job.id, entries)
         after_commit(previous, new)
         return new
 
-    def _write(self, pipe: redis.client.Pipeline, job: Job, previous: Job | None = None) -> None:
+    def _commit(self, pipe: redis.client.Pipeline, job: Job, previous: Job | None = None,
+                extend: tuple[str, int] | None = None) -> list[str]:
+        """In the WATCHing ``pipe``: mark the write dirty, then one MULTI over the job's slot
+        writing the document and queueing its side writes in its outbox (and extending the
+        lease ``extend`` = (key, ms)). Returns the outbox after the write (raw entries).
+        Raises ``redis.WatchError``."""
+        box = after_write(previous, job)
+        outbox.mark_dirty(self._r, box.entry_id)  # another slot: not in the MULTI
+        pipe.multi()
         pipe.set(keys.job(job.id), job.model_dump_json())
-        pipe.zadd(keys.JOBS_INDEX, {job.id: int(job.created_at.timestamp() * 1000)})
-        if job.state.is_terminal():
-            pipe.srem(keys.ACTIVE_JOBS, job.id)
-        else:
-            pipe.sadd(keys.ACTIVE_JOBS, job.id)
-        after_write(pipe, previous, job)  # event stream, /metrics figures: same MULTI
+        pipe.rpush(keys.job_outbox(job.id), box.entry())
+        if extend is not None:
+            pipe.pexpire(*extend)
+        pipe.lrange(keys.job_outbox(job.id), 0, -1)
+        return pipe.execute()[-1]
 
     def active_ids(self) -> list[str]:
         return sorted(self._r.smembers(keys.ACTIVE_JOBS))
@@ -146,7 +156,7 @@ class JobStore:
             ids = self._r.zrevrange(keys.JOBS_INDEX, 0, max(0, limit - 1))
             if not ids:
                 return []
-            raws = self._r.mget([keys.job(i) for i in ids])
+            raws = mget(self._r, [keys.job(i) for i in ids])
             return [parse_lenient(Job, raw) for raw in raws if raw]
         needle = f'"owner":{json.dumps(owner)}'
         found: list[Job] = []
@@ -156,7 +166,7 @@ class JobStore:
             if not ids:
                 break
             start += len(ids)
-            for raw in self._r.mget([keys.job(i) for i in ids]):
+            for raw in mget(self._r, [keys.job(i) for i in ids]):
                 if raw and needle in raw:
                     job = parse_lenient(Job, raw)
                     if job.spec.owner == owner:

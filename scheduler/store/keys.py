@@ -217,3 +217,36 @@ def history_index_built(source: str) -> str:
 def history_index_lock(source: str) -> str:
     """string with a TTL: held by the replica building the index of ``source``."""
     return f"{PREFIX}:hist:ix:{{{source}}}:building"
+
+# Job writes on Redis Cluster (scheduler/store/outbox.py): a job write's side writes to the
+# global keys above are queued in the job's own slot and applied after it commits, each at
+# most once, guarded by a key in the target key's slot.
+
+
+def job_outbox(job_id: str) -> str:
+    """list of JSON entries ``{"id": "<job_id>:<version>", "ops": [...]}``: side writes of
+    committed job writes not yet applied (normally empty)."""
+    return f"{PREFIX}:job:{{{job_id}}}:outbox"
+
+
+JOBS_DIRTY = f"{PREFIX}:jobs:dirty"  # zset "<job_id>:<version>" -> ms a write of it began
+
+
+def slot_prefix(key: str) -> str:
+    """The part of ``key`` up to and including its hash tag (``ga:spend:{alice}``), or
+    ``{key}`` for an untagged key: a key starting with it is in ``key``'s slot."""
+    start = key.find("{")
+    end = key.find("}", start + 1) if start >= 0 else -1
+    if start >= 0 and end > start + 1:
+        return key[:end + 1]
+    return f"{{{key}}}"
+
+
+def op_once(target: str, op_id: str) -> str:
+    """string with a TTL: the side write ``op_id`` was applied to ``target`` (its slot)."""
+    return f"{slot_prefix(target)}:once:{op_id}"
+
+
+def op_version(target: str, job_id: str) -> str:
+    """string with a TTL: the newest job version whose state ``target`` (its slot) holds."""
+    return f"{slot_prefix(target)}:ver:{job_id}"

@@ -1,0 +1,181 @@
+"""The per-job outbox: a job write's side writes to global keys, applied after it commits.
+
+A job write (:mod:`scheduler.store.jobs`) is one WATCH/MULTI over its job's hash slot only
+(``{job_id}``: document, lease, outbox), so it works on Redis Cluster. The side writes it
+used to make in the same MULTI (indexes, event stream, ``/metrics`` figures, owner spend:
+keys of other slots) are instead RPUSHed there to ``keys.job_outbox(job_id)`` as one entry
+``{"id": "<job_id>:<new version>", "ops": [op, ...]}``, and applied once it committed:
+
+1. before the MULTI the writer ZADDs the entry id to ``keys.JOBS_DIRTY`` (score: ms now);
+2. the MULTI writes the job and RPUSHes the entry; its EXEC answers the whole outbox;
+3. :func:`apply` runs every op of every entry, in outbox order, each through :data:`_APPLY`
+   in its target key's slot (pipelined: one round trip), then LREMs those entries and ZREMs
+   their ids (one round trip).
+
+A writer that dies between 2 and 3 leaves the entry and its dirty id: the job's next write
+applies it (it applies the whole outbox), and :func:`repair` (each reconcile pass) applies
+the outbox of every id dirty for longer than ``grace_ms``.
+
+An op is applied at most once and never undoes a newer one, whoever applies it and in which
+order, by a guard key in the target's slot (``keys.op_once`` / ``keys.op_version``, TTL
+:data:`GUARD_TTL_MS`):
+
+- ``once`` (deltas: XADD, HINCRBY, INCRBYFLOAT): applied if its op id was never applied;
+- ``ver`` (a job's state in a shared key: SADD/SREM of the active set, HSET/HDEL of its
+  figures, HSET of its spend in its owner's ledger): applied unless that key holds a newer
+  version of the job (the same version again writes the same state), so a slow
+  applier's SADD of v2 cannot resurrect a job v3 removed;
+- ``none`` (idempotent and order-free: ZADD of the constant created score; ``HMAX``: a hash
+  field raised to a value unless it holds more).
+
+An op is ``[guard, target, command, *args]`` with ``guard`` as above. The event stream keeps
+one global order, but an event an applier adds late (after a crash) follows newer ones.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from scheduler.store import keys
+from scheduler.store.multi import run_script_many
+
+log = logging.getLogger(__name__)
+
+# A guard key outlives any realistic delay between a commit and its repair (one day).
+GUARD_TTL_MS = 86_400_000
+# repair() leaves ids younger than this (ms) to their writer, which may not have committed yet.
+REPAIR_GRACE_MS = 30_000
+
+Op = list[Any]
+
+# KEYS[1] target, KEYS[2] guard; ARGV: guard kind, job version, ttl ms, command, args...
+_APPLY_LUA = """
+local kind = ARGV[1]
+if kind == 'once' then
+  if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[3]) then return 0 end
+elseif kind == 'ver' then
+  local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if seen > tonumber(ARGV[2]) then return 0 end
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
+local cmd = ARGV[4]
+if cmd == 'HMAX' then
+  local old = redis.call('HGET', KEYS[1], ARGV[5])
+  if old and tonumber(old) >= tonumber(ARGV[6]) then return 0 end
+  redis.call('HSET', KEYS[1], ARGV[5], ARGV[6])
+  return 1
+end
+redis.call(cmd, KEYS[1], unpack(ARGV, 5))
+return 1
+"""
+
+
+class Outbox:
+    """The op list of one job write: ops are added in the order they must apply."""
+
+    def __init__(self, job_id: str, version: int) -> None:
+        self.job_id = job_id
+        self.version = version
+        self.ops: list[Op] = []
+
+    @property
+    def entry_id(self) -> str:
+        return f"{self.job_id}:{self.version}"
+
+    def once(self, target: str, command: str, *args: Any) -> None:
+        """A delta op (applied at most once)."""
+        self.ops.append(["once", target, command, *args])
+
+    def state(self, target: str, command: str, *args: Any) -> None:
+        """A job-state op (applied unless ``target`` holds a newer version of the job)."""
+        self.ops.append(["ver", target, command, *args])
+
+    def plain(self, target: str, command: str, *args: Any) -> None:
+        """An idempotent, order-free op (ZADD of a constant score, ``HMAX``)."""
+        self.ops.append(["none", target, command, *args])
+
+    def entry(self) -> str:
+        return json.dumps({"id": self.entry_id, "ops": self.ops}, separators=(",", ":"))
+
+
+def mark_dirty(client: Any, entry_id: str) -> None:
+    """Record that a write of ``entry_id`` (``<job_id>:<version>``) begins (one ZADD)."""
+    client.zadd(keys.JOBS_DIRTY, {entry_id: int(time.time() * 1000)})
+
+
+def _calls(entries: Sequence[str]) -> list[tuple[list[str], list[Any]]]:
+    calls = []
+    for raw in entries:
+        entry = json.loads(raw)
+        job_id, _, version = entry["id"].rpartition(":")
+        for index, (guard, target, command, *args) in enumerate(entry["ops"]):
+            if guard == "once":
+                guard_key = keys.op_once(target, f"{entry['id']}:{index}")
+            elif guard == "ver":
+                guard_key = keys.op_version(target, job_id)
+            else:
+                guard_key = target  # unused; keeps the call's keys in one slot
+            calls.append(([target, guard_key],
+                          [guard, version, GUARD_TTL_MS, command, *args]))
+    return calls
+
+
+def _script(client: Any):
+    return client.register_script(_APPLY_LUA)  # only hashes the text; loaded on first use
+
+
+def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
+    """Apply the ops of ``entries`` (raw outbox entries of ``job_id``, oldest first), then
+    drop those entries from the outbox and their ids from the dirty set. Returns the ops
+    that changed something. Raises ``redis.RedisError`` (nothing is dropped then: a retry
+    or :func:`repair` applies what is left, each op still at most once)."""
+    if not entries:
+        return 0
+    replies = run_script_many(client, _script(client), _calls(entries))
+    ids = [json.loads(raw)["id"] for raw in entries]
+    with client.pipeline(transaction=False) as pipe:
+        for raw in entries:
+            pipe.lrem(keys.job_outbox(job_id), 1, raw)
+        pipe.zrem(keys.JOBS_DIRTY, *ids)
+        pipe.execute()
+    return sum(int(r or 0) for r in replies)
+
+
+def pending(client: Any, job_id: str) -> list[str]:
+    """The raw entries in ``job_id``'s outbox, oldest first."""
+    return client.lrange(keys.job_outbox(job_id), 0, -1)
+
+
+def repair(client: Any, limit: int = 1000, grace_ms: int = REPAIR_GRACE_MS,
+           now_ms: int | None = None) -> int:
+    """Apply the outbox of each job with an id dirty for ``grace_ms`` or more (at most
+    ``limit`` ids, oldest first) and drop the ids whose outbox is empty (a write that never
+    committed). Returns the ops applied. Raises ``redis.RedisError``."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ids = client.zrangebyscore(keys.JOBS_DIRTY, "-inf", now_ms - grace_ms, start=0, num=limit)
+    applied = 0
+    stale: list[str] = []
+    for job_id in dict.fromkeys(i.rpartition(":")[0] for i in ids):
+        try:
+            entries = pending(client, job_id)
+            applied += apply(client, job_id, entries)
+        except redis.RedisError:
+            log.warning("job %s: its outbox could not be applied; next pass retries",
+                        job_id, exc_info=True)
+            continue
+        stale += [i for i in ids if i.rpartition(":")[0] == job_id]
+    if stale:
+        client.zrem(keys.JOBS_DIRTY, *stale)
+    if applied:
+        log.info("applied %d side writes of %d job writes that stopped after committing",
+                 applied, len(ids))
+    return applied
+
+
+__all__ = ["GUARD_TTL_MS", "Outbox", "apply", "mark_dirty", "pending", "repair"]
