@@ -71,7 +71,8 @@ if cmd == 'HMAX' then
   redis.call('HSET', KEYS[1], ARGV[5], ARGV[6])
   return 1
 end
-redis.call(cmd, KEYS[1], unpack(ARGV, 5))
+local reply = redis.call(cmd, KEYS[1], unpack(ARGV, 5))
+if kind == 'none' then return reply end
 return 1
 """
 
@@ -133,7 +134,7 @@ def _script(client: Any):
 def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
     """Apply the ops of ``entries`` (raw outbox entries of ``job_id``, oldest first), then
     drop those entries from the outbox and their ids from the dirty set. Returns the ops
-    that changed something. Raises ``redis.RedisError`` (nothing is dropped then: a retry
+    that changed something (guarded ops not skipped, plain ops that added something). Raises ``redis.RedisError`` (nothing is dropped then: a retry
     or :func:`repair` applies what is left, each op still at most once)."""
     if not entries:
         return 0
@@ -144,7 +145,7 @@ def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
             pipe.lrem(keys.job_outbox(job_id), 1, raw)
         pipe.zrem(keys.JOBS_DIRTY, *ids)
         pipe.execute()
-    return sum(int(r or 0) for r in replies)
+    return sum(r for r in replies if isinstance(r, int))
 
 
 def pending(client: Any, job_id: str) -> list[str]:
