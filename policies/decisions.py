@@ -394,11 +394,11 @@ def _pair_hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig, pr: Pairs
         recent = (jobs.last_preempted_zone != NO_ZONE) & \
             (jobs.since_preemption_h < cfg.correlation_window_h)
         corr = market.zone_correlation
-        lost = np.maximum(jobs.last_preempted_zone, 0)[pr.rows]
+        lost = pr.row(np.maximum(jobs.last_preempted_zone, 0))
         zone = offers.zone[pr.cols]
         rho = corr[pr.rows, lost, zone] if corr.ndim == 3 else corr[lost, zone]
         rho = np.maximum(rho, 0.0)
-        lam = lam * (1.0 + np.where(recent[pr.rows] & offers.is_spot[pr.cols], rho, 0.0))
+        lam = lam * (1.0 + np.where(pr.row(recent) & offers.is_spot[pr.cols], rho, 0.0))
     return lam
 
 
@@ -446,17 +446,17 @@ def _pair_per_h(jobs: JobView, market: MarketView, cfg: PolicyConfig,
             per_h = paid * risk.inflation(lam, loss)
             if len(uniq) == 1:
                 return per_h[0][pr.cols], paid[0][pr.cols]
-            flat = inv.ravel()[rows] * m + pr.cols
+            flat = pr.row(inv.ravel()) * m + pr.cols
             return per_h.ravel()[flat], paid.ravel()[flat]
     lam = _pair_hazard(jobs, market, cfg, pr)
-    rework_p = rework[rows]
-    loss = overhead[rows] + rework_p
+    rework_p = pr.row(rework)
+    loss = pr.row(overhead) + rework_p
     if notices:
-        usable = _usable(market.offers.interruption_notice_s[pr.cols], _final_s(jobs)[rows])
-        loss = overhead[rows] + np.where(usable, 0.0, rework_p)
+        usable = _usable(market.offers.interruption_notice_s[pr.cols], pr.row(_final_s(jobs)))
+        loss = pr.row(overhead) + np.where(usable, 0.0, rework_p)
     paid = pr.at(price)
     if nodes is not None:
-        lam, paid = lam * nodes[rows], paid * nodes[rows]
+        lam, paid = lam * pr.row(nodes), paid * pr.row(nodes)
     return paid * risk.inflation(lam, loss), paid
 
 
@@ -467,12 +467,11 @@ def _pair_finish(jobs: JobView, market: MarketView, cfg: PolicyConfig, speed: np
     per_h, paid = _pair_per_h(jobs, market, cfg, pr)
     eff = risk.per_reference_h(per_h, None if speed is None else pr.at(speed))
     remaining = risk.remaining_h(jobs)
-    rows = pr.rows
     with np.errstate(invalid="ignore"):
-        work = eff * remaining[rows]
+        work = eff * pr.row(remaining)
     if (remaining <= 0).any():
-        work = np.where(remaining[rows] > 0, work, 0.0)
-    return work + paid * (jobs.restart_overhead_h + jobs.move_extra_h)[rows]
+        work = np.where(pr.row(remaining) > 0, work, 0.0)
+    return work + paid * pr.row((jobs.restart_overhead_h + jobs.move_extra_h))
 
 
 def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decision:
@@ -482,7 +481,9 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
     offers = market.offers
     speed = risk.speed_of(market)
     cand = _candidates(jobs, market, cfg, speed)
-    od, sp = Pairs.of(cand & ~offers.is_spot), Pairs.of(cand & offers.is_spot)
+    side = np.empty(cand.shape, bool)      # one buffer for both sides' masks
+    od = Pairs.of(np.logical_and(cand, ~offers.is_spot, out=side))
+    sp = Pairs.of(np.logical_and(cand, offers.is_spot, out=side))
     od_finish = _pair_finish(jobs, market, cfg, speed, od)
     sp_finish = _pair_finish(jobs, market, cfg, speed, sp)
     rank = tie_break_rank(offers)
@@ -502,18 +503,18 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
     s, in_time = _pair_in_time(jobs, speed, sp)
     pj = sp.jobs(jobs, _PAIR_FIELDS)
     safe = deadline.spot_safe(pj, pj.restart_overhead_h[:, None], s[:, None],
-                              fb[sp.rows])[:, 0] & deadline.launch_sustainable(jobs, fb)[sp.rows]
+                              sp.row(fb))[:, 0] & sp.row(deadline.launch_sustainable(jobs, fb))
     best_spot, cost_spot = sp.pick(sp_finish, safe & in_time, rank)
     slow = timed & (best_spot == NO_OFFER) & sp.any(safe)
     if slow.any():
-        idx, cost = sp.pick(sp_finish, safe & slow[sp.rows], rank)
+        idx, cost = sp.pick(sp_finish, safe & sp.row(slow), rank)
         cheaper = slow & (cost <= cost_od)
         best_spot, cost_spot = np.where(cheaper, idx, best_spot), np.where(cheaper, cost, cost_spot)
     any_spot, cost_any_spot = best_spot.copy(), cost_spot.copy()
     alone = timed & (best_od == NO_OFFER)
     if alone.any():
         idx, cost = sp.deadline_pick(jobs.remaining_compute_h, sp_finish, s, in_time,
-                                     alone[sp.rows], rank)
+                                     sp.row(alone), rank)
         any_spot, cost_any_spot = np.where(alone, idx, any_spot), np.where(alone, cost, cost_any_spot)
     fb = np.where(best_od == NO_OFFER, _speed_at(speed, any_spot), fb)
     return _settle(jobs, market, cfg, rank, _Picks(best_od, cost_od, best_spot, cost_spot,
@@ -525,7 +526,7 @@ def _pair_in_time(jobs: JobView, speed: np.ndarray, pr: Pairs) -> tuple[np.ndarr
     (:func:`deadline.in_time`), ``(P,)`` each."""
     s = pr.at(speed)
     pj = pr.jobs(jobs, ("compute_h", "remaining_compute_h", "time_to_deadline_h"))
-    return s, deadline.in_time(pj, s[:, None], jobs.restart_overhead_h[pr.rows][:, None])[:, 0]
+    return s, deadline.in_time(pj, s[:, None], pr.row(jobs.restart_overhead_h)[:, None])[:, 0]
 
 
 def decide_placement(jobs: JobView, market: MarketView,

@@ -32,17 +32,27 @@ def _permits(rule: AllowDeny, codes: np.ndarray, vocab: tuple[str, ...]) -> np.n
     return ok
 
 
-def _hardware(spec: JobSpec, table: OfferTable) -> np.ndarray:
+def _size(spec: JobSpec, table: OfferTable) -> np.ndarray:
+    """GPUs, memory, vCPUs, and a gang's room for its nodes."""
     res = spec.resources
     ok = (table.gpu_count >= res.gpu_count) & (table.vram_gib >= res.min_vram_gib) & \
         (table.vcpus >= res.min_vcpus) & (table.memory_gib >= res.min_memory_gib)
-    if res.gpu_models:
-        ok &= _isin(table.labels["gpu_model"], table.vocab["gpu_model"],
-                    [g.lower() for g in res.gpu_models])
     if res.nodes > 1 and table.capacity.size:
         # unknown capacity (nan) is left to the launch, as for one instance
         ok &= np.isnan(table.capacity) | (table.capacity >= res.nodes)
     return ok
+
+
+def _models(spec: JobSpec, table: OfferTable) -> np.ndarray:
+    """The GPU models the spec allows (any without a list)."""
+    models = spec.resources.gpu_models
+    if not models:
+        return np.ones(len(table), bool)
+    return _isin(table.labels["gpu_model"], table.vocab["gpu_model"], [g.lower() for g in models])
+
+
+def _hardware(spec: JobSpec, table: OfferTable) -> np.ndarray:
+    return _size(spec, table) & _models(spec, table)
 
 
 def _location(spec: JobSpec, table: OfferTable) -> np.ndarray:
@@ -81,17 +91,17 @@ def _rule_key(rule: AllowDeny) -> tuple:
     return tuple(rule.allow), tuple(rule.deny)
 
 
-def _part_keys(spec: JobSpec) -> tuple[tuple, tuple, tuple]:
-    """Keys of the hardware, location and market parts: every field each reads, except the
-    price limit (checked per job)."""
+def _part_keys(spec: JobSpec) -> tuple[tuple, tuple | None, tuple, tuple]:
+    """Keys of the size, GPU model, location and market parts: every field each reads, except
+    the price limit (checked per job)."""
     res = spec.resources
-    return ((res.gpu_count, res.min_vram_gib, res.min_vcpus, res.min_memory_gib,
-             None if not res.gpu_models else tuple(res.gpu_models), res.nodes),
+    return ((res.gpu_count, res.min_vram_gib, res.min_vcpus, res.min_memory_gib, res.nodes),
+            None if not res.gpu_models else tuple(res.gpu_models),
             (_rule_key(spec.providers), _rule_key(spec.regions), _rule_key(spec.zones)),
             (spec.market, spec.max_interruption_risk))
 
 
-_PART_FNS = (_hardware, _location, _kind)
+_PART_FNS = (_size, _models, _location, _kind)
 
 
 def spec_mask(spec: JobSpec, table: OfferTable, price_usd_per_hour: np.ndarray) -> np.ndarray:
@@ -106,36 +116,30 @@ def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_h
     """``(n, m)`` bool: offer ``j`` is admitted by spec ``i`` and not marked unavailable.
 
     Args:
-        specs: ``n`` job specs. Specs alike in everything but their price limit share one
-            evaluation of the constraints (once per distinct kind of spec); the price limits
-            are one broadcast comparison for all jobs.
+        specs: ``n`` job specs. The size, GPU model, location and market parts (the latter
+            without the price limit) are each evaluated once per distinct value among the specs and
+            combined by table lookups; the price limits are one broadcast comparison.
         table: the offers' columns (:meth:`OfferTable.from_offers`).
         price_usd_per_hour: ``(m,)`` current prices.
         unavailable: ``(m,)`` bool, offers that must not be used now (capacity errors, a zone
             just reclaimed), or ``None``.
     """
     m = len(table)
-    parts: list[dict[tuple, np.ndarray]] = [{}, {}, {}]
-    classes: dict[tuple, int] = {}
-    rows: list[np.ndarray] = []
-    index = np.empty(len(specs), dtype=np.intp)
-    for i, spec in enumerate(specs):
-        keys = _part_keys(spec)
-        c = classes.get(keys)
-        if c is None:
-            row = None
-            for cache, key, fn in zip(parts, keys, _PART_FNS):
-                if key not in cache:
-                    cache[key] = fn(spec, table)
-                row = cache[key] if row is None else row & cache[key]
-            c = classes[keys] = len(rows)
-            rows.append(row)
-        index[i] = c
-    masks = np.array(rows, bool).reshape(len(rows), m)
-    if unavailable is not None:
-        masks &= ~unavailable[None, :]
+    out = np.zeros((0, m), bool)
+    keys = [_part_keys(spec) for spec in specs]
+    for part, fn in enumerate(_PART_FNS):
+        kinds: dict[tuple, int] = {}
+        index = np.array([kinds.setdefault(k[part], len(kinds)) for k in keys], dtype=np.intp)
+        first = {c: i for i, c in reversed(list(enumerate(index.tolist())))}
+        masks = np.array([fn(specs[first[c]], table) for c in range(len(kinds))],
+                         bool).reshape(len(kinds), m)
+        if part == 0 and unavailable is not None:
+            masks &= ~unavailable[None, :]
+        if part == 0:
+            out = masks[index]
+        else:   # one kind (common for location and market): a broadcast row, no gather
+            out &= masks[0][None, :] if len(kinds) == 1 else masks[index]
     limits = [spec.max_price_usd_per_hour for spec in specs]
-    out = masks[index]
     if any(limit is not None for limit in limits):
         price = np.asarray(price_usd_per_hour, dtype=float)
         cap = np.array([np.inf if limit is None else limit for limit in limits], dtype=float)
