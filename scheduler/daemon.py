@@ -25,19 +25,19 @@ import redis
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from core.config import home_dir
 from providers.base import Provider
 from providers.replay import ReplayProvider
 from scheduler import secrets as ga_secrets
 from scheduler.api.app import create_app
 from scheduler.checkpoints.urls import open_store
-from core.config import home_dir
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.orphans import sweep_orphans
 from scheduler.controller.reconcile import reconcile_pass
+from scheduler.daemon_config import BudgetConfig, ConfigError, load_budget_config
 from scheduler.notify.budget_webhook import DELIVERY_LEASE, WebhookDeliverer
 from scheduler.observability.providers import counted
 from scheduler.poller.offers import OfferPoller
-from scheduler.daemon_config import BudgetConfig, ConfigError, load_budget_config
 from scheduler.provider_setup import (
     ProviderConfigError,
     build_providers,
@@ -50,11 +50,11 @@ from scheduler.replicas import (
     shared_owner,
     shared_store_url,
 )
-from scheduler.store import Store, keys
+from scheduler.store import Store, keys, outbox
 from scheduler.store.agents import AgentTokens
+from scheduler.store.budgets import BudgetSettings
 from scheduler.store.connection import EmbeddedRedis, connect
 from scheduler.store.leases import LeasedTask, Leases
-from scheduler.store.budgets import BudgetSettings
 from scheduler.timing import (
     AGENT_LOST_AFTER_S,
     BUDGET_WEBHOOK_INTERVAL_S,
@@ -268,6 +268,12 @@ class Daemon:
                                           ORPHAN_SWEEP_LEASE_S, sweep_orphans, self.ctx),
                                "interval", seconds=ORPHAN_SWEEP_S, max_instances=1,
                                coalesce=True, id="orphans")
+        # Side writes of job writes whose writer died after committing (any replica may
+        # apply them: each applies once); at start too, for this replica's previous process.
+        self.scheduler.add_job(self._repair_job_outboxes, "interval",
+                               seconds=outbox.REPAIR_INTERVAL_S, max_instances=1,
+                               coalesce=True, id="job-outbox-repair",
+                               next_run_time=datetime.now(UTC))
         self.scheduler.add_job(self._replica_heartbeat, "interval", seconds=REPLICA_HEARTBEAT_S,
                                max_instances=1, coalesce=True, id="replica-heartbeat")
         self._register_budgets()
@@ -288,6 +294,12 @@ class Daemon:
                                               BUDGET_WEBHOOK_LEASE_S, self._webhook),
                                    "interval", seconds=BUDGET_WEBHOOK_INTERVAL_S,
                                    max_instances=1, coalesce=True, id="budget-webhook")
+
+    def _repair_job_outboxes(self) -> None:
+        try:
+            outbox.repair(self.store.redis)
+        except redis.RedisError as exc:
+            log.warning("job outbox repair skipped, Redis unavailable: %s", exc)
 
     def _replica_heartbeat(self) -> None:
         try:

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 # A guard key outlives any realistic delay between a commit and its repair (one day).
 GUARD_TTL_MS = 86_400_000
+# Seconds between two repair() runs of a daemon (scheduler/daemon.py).
+REPAIR_INTERVAL_S = 5.0
 # repair() leaves ids younger than this (ms) to their writer, which may not have committed yet.
 REPAIR_GRACE_MS = 30_000
 
