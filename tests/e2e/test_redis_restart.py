@@ -85,10 +85,12 @@ def test_job_survives_redis_killed_and_restarted_from_its_aof(setup, reference_m
     steps = _periodic_checkpoint_steps(first)
     every = int(E2E_ENV["CHARLM_CHECKPOINT_EVERY"])
     assert steps == list(range(every, steps[-1] + 1, every)), steps
-    # It ran through the outage: two more periodic checkpoints after the one seen before the
-    # kill. The market reclaims the instance at a fixed market time, so how many more fit
-    # depends on how fast the training runs on a loaded machine (2 to 4 on two shared cores).
-    assert steps[-1] >= steps_before + 2 * every, (steps_before, steps)
+    # It ran on through the outage: at least one more periodic checkpoint after the one seen
+    # before the kill, none missing. The market reclaims the instance at a fixed market time,
+    # so how many more fit depends on how fast the training runs: 2 to 4 on two shared cores
+    # with little else running, only 1 (4000 -> 6000) in a fresh-clone run beside six busy
+    # processes, which asking for two made fail.
+    assert steps[-1] >= steps_before + every, (steps_before, steps)
     # The daemon did see the outage (and lived through it).
     log = (daemon.home / "daemon-1.log").read_text(errors="replace")
     assert "Connection refused" in log or "Error 111" in log
