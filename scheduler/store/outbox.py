@@ -34,6 +34,7 @@ one global order, but an event an applier adds late (after a crash) follows newe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -41,9 +42,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from scheduler.store import keys
-from scheduler.store.multi import run_script_many
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +130,26 @@ def _calls(entries: Sequence[str]) -> list[tuple[list[str], list[Any]]]:
     return calls
 
 
-def _script(client: Any):
-    return client.register_script(_APPLY_LUA)  # only hashes the text; loaded on first use
+_APPLY_SHA = hashlib.sha1(_APPLY_LUA.encode()).hexdigest()
+
+
+def _run_all(client: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+    """:data:`_APPLY_LUA` for each call, pipelined (one round trip; a cluster client splits
+    it by node). A raw EVALSHA, not a registered script: a redis-py pipeline asks SCRIPT
+    EXISTS first on every execute (one more round trip). A node that lacks the script (new,
+    restarted, promoted) gets it loaded and its calls repeated one by one, in order.
+    Raises ``redis.RedisError``: the first error a call got."""
+    with client.pipeline(transaction=False) as pipe:
+        for keys_, args in calls:
+            pipe.execute_command("EVALSHA", _APPLY_SHA, len(keys_), *keys_, *args)
+        replies = pipe.execute(raise_on_error=False)
+    for index, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            keys_, args = calls[index]
+            replies[index] = client.eval(_APPLY_LUA, len(keys_), *keys_, *args)
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
@@ -140,7 +159,7 @@ def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
     or :func:`repair` applies what is left, each op still at most once)."""
     if not entries:
         return 0
-    replies = run_script_many(client, _script(client), _calls(entries))
+    replies = _run_all(client, _calls(entries))
     ids = [json.loads(raw)["id"] for raw in entries]
     with client.pipeline(transaction=False) as pipe:
         for raw in entries:

@@ -145,3 +145,18 @@ def test_a_fenced_write_with_a_lost_lease_queues_nothing(redis_client):
     assert outbox.pending(redis_client, job.id) == []
     assert _events(redis_client, job.id) == []
     assert store.jobs.get(job.id).version == 1
+
+
+def test_writes_apply_after_the_script_cache_is_lost(redis_client):
+    store = Store.over(redis_client)
+    job = store.jobs.create(_job())
+    nodes = redis_client.get_primaries() if hasattr(redis_client, "get_primaries") else None
+    if nodes:
+        for node in nodes:
+            node.redis_connection.script_flush()
+    else:
+        redis_client.script_flush()
+    job.record(JobState.SUCCEEDED, "done")
+    store.jobs.save(job)
+    assert _events(redis_client, job.id) == ["done"]
+    assert store.jobs.active_ids() == []
