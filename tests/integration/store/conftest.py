@@ -18,29 +18,7 @@ SINGLE, CLUSTER = "single", "cluster"
 
 # Test function names (``module::name``) that fail on the cluster for a known reason; they
 # run there as xfail(strict=False) so a fix shows up as XPASS. Empty when nothing is known.
-_JOB_WRITES = ("job writes (scheduler/store/jobs.py) WATCH on a non-transactional cluster "
-               "pipeline and span slots (ga:jobs, ga:jobs:active): the per-job outbox fixes it")
-_HISTORY = ("price-history appends (scheduler/store/history_scripts.py) pipeline EVALSHA, "
-            "which a cluster pipeline refuses")
-CLUSTER_XFAIL: dict[str, str] = {
-    "test_instance_records.py::test_a_job_run_leaves_no_instance_record": _JOB_WRITES,
-    "test_leases.py::test_old_holders_save_is_refused_after_another_replica_took_the_lease":
-        _JOB_WRITES,
-    "test_leases.py::test_a_lapsed_lease_refuses_saves_and_a_fenced_save_renews_the_lease":
-        _JOB_WRITES,
-    "test_leases.py::test_reconcile_leaves_a_job_leased_by_another_replica_alone": _JOB_WRITES,
-    "test_leases.py::test_two_replicas_split_the_jobs_evenly": _JOB_WRITES,
-    "test_replica_restart.py::test_a_restart_on_the_same_home_takes_its_own_leases_over_at_once":
-        _JOB_WRITES,
-    "test_replica_restart.py::test_replicas_on_other_homes_stay_other_replicas": _JOB_WRITES,
-    "test_spend_ledger.py::test_the_ledger_holds_a_finished_jobs_final_cost": _JOB_WRITES,
-    "test_spend_ledger.py::test_a_job_that_never_started_adds_nothing": _JOB_WRITES,
-    "test_store.py::test_job_create_is_once_and_saves_are_optimistic": _JOB_WRITES,
-    "test_store.py::test_terminal_jobs_leave_the_active_set": _JOB_WRITES,
-    "test_store.py::test_offers_replace_per_provider_and_history_appends": _HISTORY,
-    "test_unconfigured_offers.py::"
-    "test_offers_of_providers_no_longer_configured_are_dropped_at_start": _HISTORY,
-}
+CLUSTER_XFAIL: dict[str, str] = {}
 
 
 def redis_backends(cluster: bool = True) -> list:
@@ -90,7 +68,6 @@ def redis_client(redis_server, redis_backend):
         client.flushall()
         yield client
         return
-    redis_server.cluster.flushall()
-    client = connect(redis_server.url)
+    client = connect(redis_server.url)  # redis_cluster flushed it for this test
     yield client
     client.close()

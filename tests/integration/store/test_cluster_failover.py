@@ -14,7 +14,6 @@ from tests.fixtures.redis_cluster import wait_replicated
 
 
 def test_stores_keep_working_after_a_master_is_killed(redis_cluster):
-    redis_cluster.flushall()
     client = connect(redis_cluster.url)
     offers, users = OfferStore(client), UserStore(client)
     leases = Leases(client, replica="replica-a")

@@ -10,7 +10,7 @@ import pytest
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.reconcile import reconcile_pass
 from core.models import Job, JobState, utcnow
-from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys
+from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys, multi
 from scheduler.store.agents import AgentTokens
 from scheduler.store.leases import LeasedTask
 from tests.factories.jobs import spec
@@ -125,7 +125,7 @@ def test_two_replicas_split_the_jobs_evenly(redis_client):
 
     def holders() -> list[str | None]:
         return [(v or "").split("/")[0] or None
-                for v in redis_client.mget([keys.job_lease(i) for i in ids])]
+                for v in multi.mget(redis_client, [keys.job_lease(i) for i in ids])]
 
     reconcile_pass(a)  # alone: a controls every job
     assert holders() == ["a"] * 4
