@@ -10,8 +10,9 @@ any two is continued by the next pass.
 
 Reviews are decided many jobs at a time: in a reconcile pass a due review is collected
 (``ctx.deferred_reviews``) and the pass decides a batch's reviews together
-(:func:`decide_moves`: one policy call per group of jobs sharing a market view, the policy's
-rows being independent), then saves each move under its job's lease (:func:`request_move`).
+(:func:`decide_moves`: the jobs sharing a market view in one group, the groups in stacked
+policy calls, :func:`policies.decisions.should_migrate_many`; the policy's rows are
+independent), then saves each move under its job's lease (:func:`request_move`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.models import Job, JobState, StopKind, StopRequest
-from policies.decisions import should_migrate
+from policies.decisions import should_migrate_many
 from policies.views import NO_OFFER, REASON_TEXT, Reason
 from scheduler.controller.context import Context
 from scheduler.controller.explain import compare
@@ -77,8 +78,9 @@ def decide_moves(items: list[tuple[Context, Job]]) -> list[Move | None]:
     snap = snapshot(ctx)
     jobs = [job for _, job in items]
     moves: list[Move | None] = [None] * len(items)
-    for members, inputs in inputs_many(ctx.store, snap, jobs, ctx.clock()):
-        decision = should_migrate(inputs.jobs, inputs.market)
+    groups = inputs_many(ctx.store, snap, jobs, ctx.clock())
+    decisions = should_migrate_many([(inputs.jobs, inputs.market) for _, inputs in groups])
+    for (members, inputs), decision in zip(groups, decisions, strict=True):
         prices = np.asarray(inputs.market.price_usd_per_hour, dtype=float).reshape(-1)
         for row, i in enumerate(members):
             current, target = int(inputs.jobs.current[row]), int(decision.target[row])
