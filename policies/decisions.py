@@ -53,7 +53,8 @@ Ties break on the static offer rank: on-demand before spot, lower interruption r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
@@ -273,7 +274,7 @@ class _Picks:
 
 
 def _place(ctx: _Ctx) -> Decision:
-    return _settle(ctx.jobs, ctx.market, ctx.cfg, ctx.rank, _dense_picks(ctx))
+    return _settle(ctx.jobs, ctx.market, ctx.cfg, lambda: ctx.rank, _dense_picks(ctx))
 
 
 def _dense_picks(ctx: _Ctx) -> _Picks:
@@ -317,9 +318,10 @@ def _dense_picks(ctx: _Ctx) -> _Picks:
     return _Picks(best_od, cost_od, best_spot, cost_spot, any_spot, cost_any_spot, fb)
 
 
-def _settle(jobs: JobView, market: MarketView, cfg: PolicyConfig, rank: np.ndarray,
-            picks: _Picks) -> Decision:
-    """The placement rules (module docstring) per job, given its picks."""
+def _settle(jobs: JobView, market: MarketView, cfg: PolicyConfig,
+            rank: Callable[[], np.ndarray], picks: _Picks) -> Decision:
+    """The placement rules (module docstring) per job, given its picks (``rank()``: the
+    offers' :func:`tie_break_rank`, asked for only on a tie)."""
     n, is_spot = len(jobs), market.offers.is_spot
     offer, reason = np.full(n, NO_OFFER), np.full(n, -1)
     none = np.full(n, NO_OFFER)
@@ -329,8 +331,12 @@ def _settle(jobs: JobView, market: MarketView, cfg: PolicyConfig, rank: np.ndarr
     best_od, cost_od, fb = picks.best_od, picks.cost_od, picks.fb
     best_spot, cost_spot = picks.best_spot, picks.cost_spot
     any_spot, cost_any_spot = picks.any_spot, picks.cost_any_spot
-    spot_wins = (cost_any_spot < cost_od) | ((cost_any_spot == cost_od) & (
-        rank[np.maximum(any_spot, 0)] < rank[np.maximum(best_od, 0)]))
+    spot_wins = cost_any_spot < cost_od
+    # equal costs are both finite (two offers) or both none (inf): only the former need ranks
+    tie = (cost_any_spot == cost_od) & (any_spot != NO_OFFER)
+    if tie.any():
+        order = rank()
+        spot_wins |= tie & (order[np.maximum(any_spot, 0)] < order[np.maximum(best_od, 0)])
     best_any = np.where(spot_wins | (best_od == NO_OFFER), any_spot, best_od)
     has_od, has_spot = best_od != NO_OFFER, best_spot != NO_OFFER
     # No deadline (or unknown duration): the lowest expected cost available now, never wait.
@@ -486,7 +492,7 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
     sp = Pairs.of(np.logical_and(cand, offers.is_spot, out=side))
     od_finish = _pair_finish(jobs, market, cfg, speed, od)
     sp_finish = _pair_finish(jobs, market, cfg, speed, sp)
-    rank = tie_break_rank(offers)
+    rank = functools.cache(lambda: tie_break_rank(offers))
     timed = deadline.has_deadline(jobs)
     if speed is None:
         best_od, cost_od = od.pick(od_finish, None, rank)

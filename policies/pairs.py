@@ -11,6 +11,7 @@ near-ties within ``1e-9`` relative broken by the offer rank, ``nan`` rows pick n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -86,12 +87,13 @@ class Pairs:
         return out
 
     def pick(self, values: np.ndarray, sel: np.ndarray | None,
-             rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+             rank: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per job, the selected pair (``sel``: bool ``(P,)``, ``None``: every pair) of least
         ``values`` (``(P,)``), near-ties (within ``1e-9`` relative of the best) broken by the
-        least ``rank`` (``(m,)``, a permutation). Returns ``(offer index, value)`` ``(n,)``:
-        :data:`NO_OFFER` and the best where that is not finite (``inf`` without any selected
-        pair, ``nan`` when one is ``nan``)."""
+        least rank (``rank()``: ``(m,)``, a permutation; only called when some job has a
+        near-tie). Returns ``(offer index, value)`` ``(n,)``: :data:`NO_OFFER` and the best
+        where that is not finite (``inf`` without any selected pair, ``nan`` when one is
+        ``nan``)."""
         if sel is None:
             rows, v, cols, starts = self.rows, values, self.cols, self.starts
         else:
@@ -100,14 +102,22 @@ class Pairs:
         ok = np.isfinite(best)
         tol = 1e-9 * np.maximum(np.abs(np.where(ok, best, 0.0)), 1.0)
         near = np.flatnonzero(v <= (self.row(best + tol) if sel is None else (best + tol)[rows]))
-        first = self._min(rows[near], rank[cols[near]].astype(np.int64), _NO_RANK)
+        near_rows = rows[near]
+        taken = ok[near_rows]
+        idx = np.full(self.n, NO_OFFER)
+        if not (np.bincount(near_rows[taken], minlength=self.n) > 1).any():
+            # no near-tie: each job's only near pair is its argmin
+            idx[near_rows[taken]] = cols[near][taken]
+            return idx, best
+        order_rank = rank()
+        first = self._min(near_rows, order_rank[cols[near]].astype(np.int64), _NO_RANK)
         order = np.empty(self.m, np.intp)
-        order[rank] = np.arange(self.m)
+        order[order_rank] = np.arange(self.m)
         return np.where(ok, order[np.minimum(first, self.m - 1)], NO_OFFER), best
 
     def deadline_pick(self, remaining: np.ndarray, finish: np.ndarray, speed: np.ndarray,
                       in_time: np.ndarray, sel: np.ndarray | None,
-                      rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                      rank: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per job, the selected pair cheapest to finish (``finish``) among those in time
         (``in_time``); where none is, the cheapest of those that finish first with a new launch
         (least ``remaining / speed``; ``remaining`` ``(n,)``, the others ``(P,)``; ``sel``

@@ -96,6 +96,6 @@ def test_pick_breaks_near_ties_by_rank_and_skips_nan_rows():
     mask = np.array([[True, True, True], [False, False, False], [True, True, False]])
     pr = Pairs.of(mask)
     values = np.array([2.0, 1.0 + 1e-12, 1.0, 3.0, np.nan])
-    idx, best = pr.pick(values, None, np.array([2, 0, 1]))
+    idx, best = pr.pick(values, None, lambda: np.array([2, 0, 1]))
     assert idx.tolist() == [1, -1, -1]       # offers 1 and 2 tie; offer 1 ranks first
     assert best[0] == 1.0 and best[1] == np.inf and np.isnan(best[2])
