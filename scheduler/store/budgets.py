@@ -5,7 +5,8 @@ Each job's spend is written as an absolute value (``HSET job_id usd``) by its re
 so a repeated or crashed step never double-counts; a user's spend is the sum over their jobs,
 stale by at most one reconcile pass for jobs other than the one being decided.
 
-The outbox is three lists: queued alerts (``keys.BUDGET_OUTBOX``), the ones a delivery run
+The outbox is three lists under one hash tag (so moves between them are atomic on Redis
+Cluster too): queued alerts (``keys.BUDGET_OUTBOX``), the ones a delivery run
 took and has not confirmed (``keys.BUDGET_INFLIGHT``), and the ones given up on
 (``keys.BUDGET_DEAD``). Items are JSON text; how a delivery run moves them is
 :mod:`scheduler.notify.budget_webhook`'s.
@@ -100,9 +101,17 @@ class BudgetOutbox:
         return [json.loads(x) for x in self._r.lrange(keys.BUDGET_DEAD, 0, -1)]
 
     def recover(self) -> None:
-        """Put the in-flight items of a run that died back at the front, in order."""
+        """Put the in-flight items of a run that died back at the front, in order; then
+        move the items of the lists older versions used (:data:`keys.LEGACY_BUDGET_LISTS`)
+        to the back of these."""
         while self._r.lmove(keys.BUDGET_INFLIGHT, keys.BUDGET_OUTBOX, "RIGHT", "LEFT"):
             pass
+        for legacy, to in keys.LEGACY_BUDGET_LISTS:
+            # Two slots, so not atomic: copied before it is dropped (a crash between them
+            # delivers that alert twice rather than never).
+            while (item := self._r.lindex(legacy, 0)) is not None:
+                self._r.rpush(to, item)
+                self._r.lpop(legacy)
 
     def take(self) -> str | None:
         """Move the front item to in flight and return its text; ``None`` when empty."""

@@ -107,9 +107,11 @@ def lease(name: str) -> str:
 
 # --- the policy in the daemon: availability samples, spend per owner, budget webhook -----
 OFFER_SAMPLES = f"{PREFIX}:offers:samples"    # hash series -> "0"/"1" per poll, oldest first
-BUDGET_OUTBOX = f"{PREFIX}:notify:budget"      # list of budget-alert JSON payloads to POST
-BUDGET_INFLIGHT = f"{PREFIX}:notify:budget:inflight"  # list: taken by a delivery run
-BUDGET_DEAD = f"{PREFIX}:notify:budget:dead"  # list: alerts given up on (tries/age)
+# The three budget-alert lists share the ``{budget}`` tag: an alert moves between them in one
+# atomic command or transaction, on Redis Cluster too.
+BUDGET_OUTBOX = f"{PREFIX}:notify:{{budget}}"      # list of budget-alert JSON payloads to POST
+BUDGET_INFLIGHT = f"{PREFIX}:notify:{{budget}}:inflight"  # list: taken by a delivery run
+BUDGET_DEAD = f"{PREFIX}:notify:{{budget}}:dead"  # list: alerts given up on (tries/age)
 BUDGET_SETTINGS = f"{PREFIX}:config:budgets"   # JSON: per-user limits, webhook on/off
 
 
@@ -250,3 +252,10 @@ def op_once(target: str, op_id: str) -> str:
 def op_version(target: str, job_id: str) -> str:
     """string with a TTL: the newest job version whose state ``target`` (its slot) holds."""
     return f"{slot_prefix(target)}:ver:{job_id}"
+
+
+# The budget-alert lists as older versions named them (untagged: each its own slot); their
+# items are moved to the lists above by BudgetOutbox.recover().
+LEGACY_BUDGET_LISTS = ((f"{PREFIX}:notify:budget:inflight", BUDGET_OUTBOX),
+                       (f"{PREFIX}:notify:budget", BUDGET_OUTBOX),
+                       (f"{PREFIX}:notify:budget:dead", BUDGET_DEAD))
