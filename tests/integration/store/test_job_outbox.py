@@ -160,3 +160,23 @@ def test_writes_apply_after_the_script_cache_is_lost(redis_client):
     store.jobs.save(job)
     assert _events(redis_client, job.id) == ["done"]
     assert store.jobs.active_ids() == []
+
+
+def test_metrics_figures_and_the_one_time_count_of_older_jobs(redis_client):
+    from scheduler.store.job_stats import JobStats
+
+    store = Store.over(redis_client)
+    for n in range(3):
+        job = store.jobs.create(_job(f"old-{n}"))
+        if n:
+            job.record(JobState.SUCCEEDED, "done")
+            store.jobs.save(job)
+    stats = JobStats(redis_client)
+    before = stats.totals(0.0).by_state
+    assert before["succeeded"] == 2 and before["pending"] == 1
+    # Jobs stored before the figures existed (an upgrade): counted by the next scrape, once.
+    redis_client.delete(keys.JOB_SUMMARIES, keys.JOBS_FINISHED, keys.METRIC_FINISHED_STATES,
+                        keys.METRIC_BACKFILLED)
+    assert stats.totals(0.0).by_state == before
+    assert stats.totals(0.0).by_state == before
+    assert outbox.pending(redis_client, "old-1") == []
