@@ -152,13 +152,14 @@ def _hazard(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> np.ndarray:
 
 
 def _candidates(jobs: JobView, market: MarketView, cfg: PolicyConfig,
-                speed: np.ndarray | None) -> np.ndarray:
+                progress: np.ndarray | None) -> np.ndarray:
     """``(n, m)`` bool: offers each job may launch now (available, making progress, not in a
-    zone cooling down after its reclaim)."""
+    zone cooling down after its reclaim). ``progress``: bool ``(m,)``/``(n, m)``, the speed is
+    a positive number (``None``: no speeds, all make progress)."""
     n, m = len(jobs), len(market.offers)
     cand = np.broadcast_to(market.available, (n, m))
-    if speed is not None:
-        cand = cand & (speed > 0)  # an offer that makes no progress (or a nonsense speed) is none
+    if progress is not None:
+        cand = cand & progress  # an offer that makes no progress (or a nonsense speed) is none
     if ((jobs.last_preempted_zone != NO_ZONE) & (jobs.since_preemption_h < cfg.same_zone_cooldown_h)).any():
         cand = cand & ~zones.cooling_zone_mask(jobs, market.offers, cand, cfg.same_zone_cooldown_h,
                                                cfg.same_zone_strict)
@@ -169,7 +170,7 @@ def _context(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> _Ctx:
     n, m = len(jobs), len(market.offers)
     offers = market.offers
     speed = risk.speed_of(market)
-    cand = _candidates(jobs, market, cfg, speed)
+    cand = _candidates(jobs, market, cfg, None if speed is None else speed > 0)
     eff = risk.effective_price(jobs, market, _hazard(jobs, market, cfg))
     price = np.broadcast_to(market.price_usd_per_hour, (n, m))
     finish = risk.expected_cost_to_finish(jobs, price, eff)
@@ -469,9 +470,9 @@ def _pair_per_h(jobs: JobView, market: MarketView, cfg: PolicyConfig,
 def _pair_finish(jobs: JobView, market: MarketView, cfg: PolicyConfig, speed: np.ndarray | None,
                  pr: Pairs) -> np.ndarray:
     """:func:`risk.expected_cost_to_finish` of :func:`risk.effective_price` at the pairs, for
-    jobs that run nothing (``(P,)``, USD)."""
+    jobs that run nothing (``(P,)``, USD); ``speed``: at the pairs (``None``: no speeds)."""
     per_h, paid = _pair_per_h(jobs, market, cfg, pr)
-    eff = risk.per_reference_h(per_h, None if speed is None else pr.at(speed))
+    eff = risk.per_reference_h(per_h, speed)
     remaining = risk.remaining_h(jobs)
     with np.errstate(invalid="ignore"):
         work = eff * pr.row(remaining)
@@ -485,13 +486,21 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
     pairs only (:mod:`policies.pairs`), on-demand and spot apart: the same decisions, bit for
     bit."""
     offers = market.offers
-    speed = risk.speed_of(market)
-    cand = _candidates(jobs, market, cfg, speed)
+    # The raw speeds, not risk.speed_of's copy (an (n, m) pass): every candidate pair has a
+    # positive finite speed, where the two agree.
+    speed = np.asarray(market.speed, dtype=float) if np.size(market.speed) else None
+    progress = None
+    if speed is not None:
+        with np.errstate(invalid="ignore"):
+            progress = (speed > 0) & (speed < np.inf)
+    cand = _candidates(jobs, market, cfg, progress)
     side = np.empty(cand.shape, bool)      # one buffer for both sides' masks
     od = Pairs.of(np.logical_and(cand, ~offers.is_spot, out=side))
     sp = Pairs.of(np.logical_and(cand, offers.is_spot, out=side))
-    od_finish = _pair_finish(jobs, market, cfg, speed, od)
-    sp_finish = _pair_finish(jobs, market, cfg, speed, sp)
+    od_s = None if speed is None else od.at(speed)
+    s = None if speed is None else sp.at(speed)
+    od_finish = _pair_finish(jobs, market, cfg, od_s, od)
+    sp_finish = _pair_finish(jobs, market, cfg, s, sp)
     rank = functools.cache(lambda: tie_break_rank(offers))
     timed = deadline.has_deadline(jobs)
     if speed is None:
@@ -502,11 +511,11 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
         return _settle(jobs, market, cfg, rank, _Picks(
             best_od, cost_od, np.where(launchable, any_spot, NO_OFFER),
             np.where(launchable, cost_any_spot, np.inf), any_spot, cost_any_spot, None))
-    od_s, od_in_time = _pair_in_time(jobs, speed, od)
+    od_in_time = _pair_in_time(jobs, od_s, od)
     best_od, cost_od = od.deadline_pick(jobs.remaining_compute_h, od_finish, od_s, od_in_time,
                                         None, rank)
     fb = _speed_at(speed, best_od)
-    s, in_time = _pair_in_time(jobs, speed, sp)
+    in_time = _pair_in_time(jobs, s, sp)
     pj = sp.jobs(jobs, _PAIR_FIELDS)
     safe = deadline.spot_safe(pj, pj.restart_overhead_h[:, None], s[:, None],
                               sp.row(fb))[:, 0] & sp.row(deadline.launch_sustainable(jobs, fb))
@@ -527,12 +536,11 @@ def _place_pairs(jobs: JobView, market: MarketView, cfg: PolicyConfig) -> Decisi
                                                    any_spot, cost_any_spot, fb))
 
 
-def _pair_in_time(jobs: JobView, speed: np.ndarray, pr: Pairs) -> tuple[np.ndarray, np.ndarray]:
-    """The speeds at the pairs and whether a new launch there finishes in time
-    (:func:`deadline.in_time`), ``(P,)`` each."""
-    s = pr.at(speed)
+def _pair_in_time(jobs: JobView, speed: np.ndarray, pr: Pairs) -> np.ndarray:
+    """``(P,)`` bool: a new launch at each pair (of speed ``speed``, ``(P,)``) finishes in time
+    (:func:`deadline.in_time`)."""
     pj = pr.jobs(jobs, ("compute_h", "remaining_compute_h", "time_to_deadline_h"))
-    return s, deadline.in_time(pj, s[:, None], pr.row(jobs.restart_overhead_h)[:, None])[:, 0]
+    return deadline.in_time(pj, speed[:, None], pr.row(jobs.restart_overhead_h)[:, None])[:, 0]
 
 
 def decide_placement(jobs: JobView, market: MarketView,

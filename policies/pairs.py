@@ -24,11 +24,12 @@ _NO_RANK = np.iinfo(np.int64).max
 @dataclass(frozen=True)
 class Pairs:
     """``P`` (job, offer) pairs of an ``(n, m)`` grid, row-major: ``rows``, ``cols`` ``(P,)``;
-    ``starts``: where each job's run of pairs begins, ``ids`` its job and ``lengths`` its
-    length."""
+    ``flat``: their indices into the raveled grid; ``starts``: where each job's run of pairs
+    begins, ``ids`` its job and ``lengths`` its length."""
 
     rows: np.ndarray
     cols: np.ndarray
+    flat: np.ndarray
     n: int
     m: int
     starts: np.ndarray
@@ -43,7 +44,8 @@ class Pairs:
         rows = flat // max(m, 1)            # (np.divmod is several times slower)
         cols = flat - rows * m
         starts = _starts(rows)
-        return cls(rows, cols, n, m, starts, rows[starts], np.diff(np.append(starts, len(rows))))
+        return cls(rows, cols, flat, n, m, starts, rows[starts],
+                   np.diff(np.append(starts, len(rows))))
 
     def row(self, values: np.ndarray) -> np.ndarray:
         """``(P,)`` per-job values ``(n,)`` at the pairs (``values[rows]``, by runs: faster)."""
@@ -55,6 +57,8 @@ class Pairs:
         values = np.asarray(values)
         if values.ndim == 1:
             return values[self.cols]
+        if values.shape == (self.n, self.m) and values.flags.c_contiguous:
+            return values.reshape(-1)[self.flat]
         if values.shape[1] > 1:
             return values[0][self.cols] if values.shape[0] == 1 else values[self.rows, self.cols]
         if values.shape[0] > 1:

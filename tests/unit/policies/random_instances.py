@@ -82,7 +82,7 @@ def specs(rng: np.random.Generator, n: int) -> list[JobSpec]:
 def market(rng: np.random.Generator, table: OfferTable, prices: np.ndarray, n: int,
            speed: str = "none", correlation: bool = False, density: float = 0.5) -> MarketView:
     """A market for ``n`` jobs: ``available`` ``(n, m)``; ``speed`` one of ``none``, ``shared``
-    (``(m,)``), ``per_job`` (``(n, m)``), with some unusable (0, nan, inf) and tied speeds."""
+    (``(m,)``), ``per_job`` (``(n, m)``), with some unusable (0, nan, inf, negative) and tied speeds."""
     m = len(table)
     avail = rng.random((n, m)) < density
     spot_stats = AvailabilityStats(
@@ -107,6 +107,7 @@ def market(rng: np.random.Generator, table: OfferTable, prices: np.ndarray, n: i
     shape = (m,) if speed == "shared" else (n, m)
     s = rng.choice([0.5, 1.0, 1.0, 2.0, 4.0], shape) * np.where(rng.random(shape) < 0.1, 0.0, 1.0)
     s = np.where(rng.random(shape) < 0.03, np.nan, s)
+    s = np.where(rng.random(shape) < 0.02, rng.choice([np.inf, -1.0]), s)
     return MarketView(**{**view.__dict__, "speed": s})
 
 

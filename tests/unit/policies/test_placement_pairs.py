@@ -66,8 +66,8 @@ def test_same_costs_at_every_candidate_pair(seed):
         return
     ctx = ref._context(idle, market, cfg)
     speed = decisions.risk.speed_of(market)
-    pr = Pairs.of(decisions._candidates(idle, market, cfg, speed))
-    got = decisions._pair_finish(idle, market, cfg, speed, pr)
+    pr = Pairs.of(decisions._candidates(idle, market, cfg, None if speed is None else speed > 0))
+    got = decisions._pair_finish(idle, market, cfg, None if speed is None else pr.at(speed), pr)
     want = np.broadcast_to(ctx.finish, ctx.cand.shape)[pr.rows, pr.cols]
     assert got.tobytes() == want.tobytes()
 
