@@ -13,6 +13,7 @@ no longer that acquisition's (:class:`LeaseLostError`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 
 import redis
@@ -31,6 +32,8 @@ JOB_LOG_MAX_LINE_BYTES = 4096
 LOG_LINE_CUT_MARKER = " …[line cut]"
 # Job ids read per round trip when listing one owner's jobs (JobStore.list).
 OWNER_SCAN_PAGE = 500
+
+log = logging.getLogger(__name__)
 
 
 def cap_log_line(line: str, limit: int = JOB_LOG_MAX_LINE_BYTES) -> str:
@@ -83,7 +86,7 @@ class JobStore:
                 entries = self._commit(pipe, job)
             except redis.WatchError as exc:
                 raise JobExistsError(job.id) from exc
-        outbox.apply(self._r, job.id, entries)
+        self._apply(job.id, entries)
         after_commit(None, job)
         return job
 
@@ -123,9 +126,18 @@ class JobStore:
                                        (lease.key, extend) if extend else None)
             except redis.WatchError as exc:
                 raise StaleJobError(f"job {job.id} changed during the write") from exc
-        outbox.apply(self._r, job.id, entries)
+        self._apply(job.id, entries)
         after_commit(previous, new)
         return new
+
+    def _apply(self, job_id: str, entries: list[str]) -> None:
+        """Apply the committed write's outbox; a Redis failure now (a failover, say) leaves
+        it queued for the job's next write or the next repair, and the write stands."""
+        try:
+            outbox.apply(self._r, job_id, entries)
+        except redis.RedisError as exc:
+            log.warning("job %s: written; its side writes wait for the next repair: %s",
+                        job_id, exc)
 
     def _commit(self, pipe: redis.client.Pipeline, job: Job, previous: Job | None = None,
                 extend: tuple[str, int] | None = None) -> list[str]:

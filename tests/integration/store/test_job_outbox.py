@@ -180,3 +180,23 @@ def test_metrics_figures_and_the_one_time_count_of_older_jobs(redis_client):
     assert stats.totals(0.0).by_state == before
     assert stats.totals(0.0).by_state == before
     assert outbox.pending(redis_client, "old-1") == []
+
+
+def test_a_redis_failure_after_the_commit_leaves_the_write_standing(redis_client, monkeypatch):
+    import redis
+
+    store = Store.over(redis_client)
+    job = store.jobs.create(_job())
+    job.record(JobState.SUCCEEDED, "done")
+
+    def failing(*_):
+        raise redis.ConnectionError("node down")
+
+    real = outbox.apply
+    monkeypatch.setattr(jobs_module.outbox, "apply", failing)
+    saved = store.jobs.save(job)  # no error: the write committed
+    monkeypatch.setattr(jobs_module.outbox, "apply", real)
+    assert store.jobs.get(job.id).version == saved.version == 2
+    assert _events(redis_client, job.id) == []
+    outbox.repair(redis_client, grace_ms=0)
+    assert _events(redis_client, job.id) == ["done"]
