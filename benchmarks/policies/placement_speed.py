@@ -143,7 +143,8 @@ def one_decision(path: str, specs, table, prices, capacity, jobs, speed) -> tupl
 
 def _stats(values: list[float]) -> str:
     ms = np.array(values) * 1000
-    return f"median {np.median(ms):.0f} ms, p99 {np.percentile(ms, 99):.0f} ms"
+    return (f"median {np.median(ms):.0f} ms, p99 {np.percentile(ms, 99):.0f} ms, "
+            f"min {ms.min():.0f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 "(once per offer poll, shown separately). **new** is the current code, **old** "
                 "the dense-grid reference (`tests/unit/policies/reference_*.py`), run "
                 "alternately on the same inputs. The machine is shared (a CI run was going on): "
-                "the CPU time of the process is the steadier figure.\n")
+                "the CPU time of the process is the steadier figure, the minimum the least "
+                "disturbed run.\n")
         sections = {}
         if out.exists() and "## speeds" in out.read_text():
             for part in out.read_text().split("\n## speeds ")[1:]:
