@@ -13,6 +13,8 @@ on 6379):
    days), Redis ``used_memory`` growth, bytes per observation and per stored change.
    With ``--baseline REF`` (default: the commit before the series index) the same phase runs
    again in a subprocess on ``git archive REF`` of this repository: the ratio is the figure.
+   ``--rounds`` (2) runs of each alternate; ``--concurrent`` runs the two at the same time
+   instead (each its own process and redis-server), so both meet the same machine load.
 2. **Queries**: a store of ``--query-series`` series (10,000) × a year: ``--base-series``
    (250) distinct series loaded through ``append`` a year at a time, then copied
    (``COPY``) under the other names and indexed. Then ``--queries`` single-series queries
@@ -104,17 +106,43 @@ def ingest_phase(args: argparse.Namespace, directory: Path) -> dict[str, object]
 
 def baseline_ingest(args: argparse.Namespace, directory: Path) -> dict[str, object]:
     """:func:`ingest_phase` on ``git archive`` of ``args.baseline`` (this file, that code)."""
+    proc = _ingest_process(args, _baseline_tree(args, directory), directory / "baseline-redis")
+    return _ingest_result(proc)
+
+
+def _baseline_tree(args: argparse.Namespace, directory: Path) -> Path:
     tree = directory / "baseline-tree"
     tree.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    command = [sys.executable, str(Path(__file__).resolve()), "--ingest-json",
-               str(directory / "baseline-redis"), "--series", str(args.series),
-               "--days", str(args.days), "--change-p", str(args.change_p)]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(command, check=True, capture_output=True, text=True, cwd=tree, env=env)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return tree
+
+
+def _ingest_process(args: argparse.Namespace, tree: Path, redis_dir: Path) -> subprocess.Popen:
+    """This file's ingest phase in a subprocess importing the code of ``tree``."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--ingest-json", str(redis_dir),
+               "--series", str(args.series), "--days", str(args.days),
+               "--change-p", str(args.change_p)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=tree,
+                            env={**os.environ, "PYTHONPATH": str(tree)})
+
+
+def _ingest_result(proc: subprocess.Popen) -> dict[str, object]:
+    out, _ = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"ingest subprocess exited {proc.returncode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def concurrent_ingest(args: argparse.Namespace, directory: Path) -> tuple[dict, dict]:
+    """Both ingest phases at once (this tree's and the baseline's), each in its own process
+    with its own redis-server: on a machine whose load changes minute to minute both meet
+    the same load, so their ratio holds even when the absolute rates do not."""
+    base_tree = _baseline_tree(args, directory)
+    now = _ingest_process(args, REPO, directory / "now-redis")
+    before = _ingest_process(args, base_tree, directory / "baseline-redis")
+    return _ingest_result(now), _ingest_result(before)
 
 
 def _rate(run: dict) -> float:
@@ -264,6 +292,8 @@ def main() -> None:
                         help="git ref of the previous approach's ingest ('' to skip)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="ingest runs of each approach, alternating (the median is shown)")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run the two ingests at the same time instead of in rounds")
     parser.add_argument("--queries-only", action="store_true", help="skip the ingest phase")
     parser.add_argument("--ingest-only", action="store_true", help="skip the query phase")
     parser.add_argument("--ingest-json", metavar="DIR", help=argparse.SUPPRESS)
@@ -274,7 +304,10 @@ def main() -> None:
     print(f"load before: {_loadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ga-bench-history-") as tmp:
         ing = base = qry = None
-        if not args.queries_only:
+        if not args.queries_only and args.concurrent:
+            ing, base = concurrent_ingest(args, Path(tmp) / "concurrent")
+            ing["rates"], base["rates"] = [_rate(ing)], [_rate(base)]
+        elif not args.queries_only:
             runs, base_runs = [], []
             for k in range(args.rounds):  # alternating, so both meet the same load
                 runs.append(ingest_phase(args, Path(tmp) / f"ingest-{k}"))
