@@ -557,7 +557,10 @@ def decide_placement(jobs: JobView, market: MarketView,
         A :class:`Decision`: per job an offer index into ``market.offers`` or :data:`NO_OFFER`
         (wait / nothing fits / budget stop), with the :class:`Reason`. Jobs without a deadline
         (or an unknown duration) never wait: they take the lowest expected cost available.
-        Pure, deterministic; ``O(n·m)`` numpy work.
+        Pure, deterministic. When prices and offer stats are one row for all jobs (the daemon's
+        views) the figures are computed on the candidate (job, offer) pairs only
+        (:mod:`policies.pairs`, bit for bit the dense grid's decisions), else on ``(n, m)``
+        grids; either way ``O(n·m)`` boolean work for the candidates.
     """
     idle = JobView(**{**jobs.__dict__, "current": np.full(len(jobs), NO_OFFER),
                       "overhead_left_h": np.zeros(len(jobs))})
