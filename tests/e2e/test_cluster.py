@@ -1,10 +1,13 @@
-"""The main job end to end with its state on a real 3-master Redis Cluster
-(``REDIS_URL=redis+cluster://...``): real daemon, replayed market, real agents running the
-real training job to the same final model as an uninterrupted run, while the master of the
-job's hash slot is SIGKILLed mid-run and its replica promoted. Uses the session's shared
-cluster (made whole again afterwards)."""
+"""Daemons with their state on a real 3-master Redis Cluster (``REDIS_URL=redis+cluster://...``)
+or behind Sentinel: the main job end to end (real daemon, replayed market, real agents running
+the real training job to the same final model as an uninterrupted run) while the master of the
+job's hash slot is SIGKILLed mid-run and its replica promoted; two replicas splitting the
+jobs; a daemon through a Sentinel failover. The session's shared cluster is used (made whole
+again afterwards), the Sentinel setup is the module's."""
 
 from __future__ import annotations
+
+import secrets
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from scheduler.store.events import EventStream
 from tests.e2e.conftest import E2E_ENV, load_params
 from tests.e2e.harness import TERMINAL, DaemonProcess
 from tests.fixtures.redis_cluster import wait_replicated
+from tests.fixtures.redis_server import free_port
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -60,3 +64,69 @@ def test_main_job_on_a_cluster_survives_a_failover_of_its_slot(
         ReplayProvider(market, tmp_path / "home" / "replay").shutdown_cloud()
         redis_cluster.restart_killed()
         client.close()
+
+
+def _holder_pid(value: str | None) -> int | None:
+    """Pid in a lease holder ``host:pid:random/fence``."""
+    return int(value.split(":")[1]) if value else None
+
+
+def test_two_replicas_on_a_cluster_split_the_jobs(tmp_path, redis_cluster, monkeypatch):
+    redis_cluster.flushall()
+    market = examples_dir() / "market.yaml"
+    ports = [free_port(), free_port()]
+    env = {"REDIS_URL": redis_cluster.url, "GA_STORE_URL": (tmp_path / "checkpoints").as_uri(),
+           "GA_API_TOKEN": secrets.token_urlsafe(32),
+           "GA_AGENT_SECRET": secrets.token_urlsafe(32),
+           "GA_ADVERTISE_URL": ",".join(f"http://127.0.0.1:{p}" for p in ports)}
+    monkeypatch.setenv("GA_API_TOKEN", env["GA_API_TOKEN"])
+    daemons = [DaemonProcess(tmp_path / f"home-{n}", market, env=env,
+                             args=["--market", str(market), "--port", str(port)])
+               for n, port in enumerate(ports)]
+    client = connect(redis_cluster.url)
+    try:
+        for d in daemons:
+            d.start()
+        # Jobs no offer fits: they wait, each controlled by one replica.
+        ids = [daemons[n % 2].submit(JOB_SPEC, resources={"gpu_count": 64})["id"]
+               for n in range(6)]
+
+        def split() -> bool:
+            pids = [_holder_pid(client.get(keys.job_lease(i))) for i in ids]
+            return None not in pids and len(set(pids)) == 2 and pids
+
+        wait_until(split, 120, "both replicas controlling some of the jobs",
+                   detail=lambda: daemons[0].log_tail() + daemons[1].log_tail())
+        assert sorted(client.smembers(keys.ACTIVE_JOBS)) == sorted(ids)
+        for job_id in ids:
+            assert "gpu_count rejects" in daemons[0].job(job_id)["waiting_reason"]
+    finally:
+        for n, d in enumerate(daemons):
+            d.stop()
+            ReplayProvider(market, tmp_path / f"home-{n}" / "replay").shutdown_cloud()
+        client.close()
+
+
+def test_a_daemon_behind_sentinel_keeps_its_jobs_through_a_failover(tmp_path, redis_sentinel):
+    market = examples_dir() / "market.yaml"
+    daemon = DaemonProcess(tmp_path / "home", market, env={"REDIS_URL": redis_sentinel.url})
+    try:
+        daemon.start()
+        first = daemon.submit(JOB_SPEC, resources={"gpu_count": 64})["id"]
+        wait_until(lambda: daemon.job(first)["waiting_reason"], 60, "a waiting reason",
+                   detail=daemon.log_tail)
+        wait_replicated(redis_sentinel.master())
+        redis_sentinel.kill_master()
+        redis_sentinel.wait_failover(timeout_s=60)
+        assert daemon.job(first)["id"] == first
+        second = wait_until(lambda: daemon.submit(JOB_SPEC, resources={"gpu_count": 64})["id"],
+                            60, "a submit after the failover", ignoring=(Exception,),
+                            detail=daemon.log_tail)
+        wait_until(lambda: daemon.job(second)["waiting_reason"], 60, "a waiting reason",
+                   detail=daemon.log_tail)
+        client = redis_sentinel.client()
+        assert {first, second} <= client.smembers(keys.ACTIVE_JOBS)
+    finally:
+        daemon.stop()
+        ReplayProvider(market, tmp_path / "home" / "replay").shutdown_cloud()
+        redis_sentinel.restart_killed()
