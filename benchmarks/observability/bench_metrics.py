@@ -115,7 +115,9 @@ def main() -> None:
             with_hook = save_loop(args.saves)
             original = job_writes.after_write
             import scheduler.store.jobs as jobs_module
-            jobs_module.after_write = lambda *a: None
+            from scheduler.store.outbox import Outbox
+            # No side writes: an empty outbox for each write.
+            jobs_module.after_write = lambda previous, job: Outbox(job.id, job.version)
             try:
                 without_hook = save_loop(args.saves)
             finally:
