@@ -29,10 +29,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from scheduler.api.app import create_app
-from scheduler.checkpoints.local import LocalObjectStore
 from core.models import Job, JobState, PlacementEnd, utcnow
 from core.models.placements import Placement
+from scheduler.api.app import create_app
+from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.store import Store, job_writes
 from scheduler.store.agents import AgentTokens
 from tests.factories.jobs import spec

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from providers.catalog.gpus import AWS_GPU_TYPES
 from core.models import Market, OfferKey, utcnow
+from providers.catalog.gpus import AWS_GPU_TYPES
 from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store import Store
 from scheduler.store import history_sources as sources

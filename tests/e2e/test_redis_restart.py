@@ -11,21 +11,21 @@ import time
 
 import pytest
 
+from core.config import examples_dir
 from providers.replay.provider import ReplayProvider
 from scheduler.checkpoints.checkpoints import list_checkpoints
 from scheduler.checkpoints.keys import created_ms_of
 from scheduler.checkpoints.urls import open_store
 from scheduler.cli.client import CliError
-from core.config import examples_dir
 from scheduler.store import keys
 from tests.e2e.conftest import E2E_ENV
 from tests.e2e.harness import TERMINAL, DaemonProcess
-from tests.fixtures.waiting import wait_until
 from tests.e2e.outcomes import (
     assert_final_model_is_the_reference,
     assert_resumed_from_the_committed_checkpoint,
 )
 from tests.fixtures.redis_server import start_redis
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 MARKET = examples_dir() / "market.yaml"

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from core.models import Job, JobState, utcnow
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
 from scheduler.controller.reconcile import reconcile_pass
-from core.models import Job, JobState, utcnow
 from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys, multi
 from scheduler.store.agents import AgentTokens
 from scheduler.store.leases import LeasedTask
