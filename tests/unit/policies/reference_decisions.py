@@ -1,6 +1,7 @@
 """The placement path as it was before the batched one: :mod:`policies.decisions` with its dense
 ``(n, m)`` grids, kept verbatim as the reference the equivalence tests and the speed benchmark
-compare with."""
+compare with (placement only: migration still runs the dense path in the policy itself; the
+knobs are the policy's own :class:`~policies.decisions.PolicyConfig`)."""
 
 from __future__ import annotations
 
@@ -10,46 +11,16 @@ import numpy as np
 
 from policies import budget, deadline, risk, zones
 from policies.availability import residual_up_h
+from policies.decisions import DEFAULT_CONFIG, PolicyConfig
 from policies.views import (
     NO_OFFER,
     NO_ZONE,
     Decision,
     JobView,
     MarketView,
-    MigrationDecision,
     OfferTable,
     Reason,
 )
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """Tunable knobs of the policy. Defaults were chosen on traces held out of the benchmark
-    (``benchmarks/policies/TUNING.md``), which also showed that stopping an on-demand job
-    ahead of schedule and leaving on-demand for spot runs of any age both cost more: neither
-    is a knob. ``same_zone_cooldown_h`` made no difference there and is kept at 1 h for the
-    "never the same zone right after a reclaim" rule.
-    """
-
-    # Scales the end-game slack reserve (:func:`deadline.reserve_h`).
-    reserve_factor: float = 2.0
-    # An on-demand job is let go only when this many hours ahead.
-    on_demand_band_h: float = 0.5
-    # A move needs saving > (1 + margin) × move cost.
-    migration_margin: float = 0.5
-    # No price-driven move sooner than this after an instance started.
-    min_dwell_h: float = 1.0
-    # Never move back to the offer just left within this.
-    pingpong_cooldown_h: float = 6.0
-    # After a reclaim, no spot in that zone for this long while another zone has spot;
-    # ``same_zone_strict``: not even without an alternative.
-    same_zone_cooldown_h: float = 1.0
-    same_zone_strict: bool = False
-    # How long correlated zones' hazard stays raised after a reclaim.
-    correlation_window_h: float = 6.0
-
-
-DEFAULT_CONFIG = PolicyConfig()
 
 
 @dataclass(frozen=True)
@@ -296,157 +267,3 @@ def decide_placement(jobs: JobView, market: MarketView,
     if len(market.offers) == 0:
         return _empty_market(idle)
     return _place(_context(idle, market, cfg))
-
-
-def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """``(saving, move_cost)`` in USD for moving each job to each offer, ``(n, m)``.
-
-    Saving: (current − target effective price, USD per reference-hour) × the reference-hours
-    the target is expected to carry the job: its remaining compute, capped for a spot target by
-    the expected useful part of its remaining run (hours) × the target's speed. Runs are
-    modelled as Lomax (Pareto II) with shape 2, the heavy tail whose mean residual life is
-    ``mean + age`` (:mod:`policies.availability`); with ``λ = mean + age`` the expected run
-    left after paying the overhead ``d`` is ``λ² / (λ + d)`` hours. Move cost: the target's
-    restart overhead and checkpoint transfer billed at its price, the progress not yet
-    checkpointed (hours on the current instance) billed at the current price, and for a spot
-    target the expected relaunch back onto the current kind of offer when it is reclaimed
-    before the job is done (the work left takes ``c / speed`` hours there).
-    """
-    jobs = ctx.jobs
-    is_spot = ctx.market.offers.is_spot[None, :]
-    eff_cur = risk.current_column(ctx.eff, jobs)
-    price_cur = risk.current_column(ctx.price, jobs)
-    remaining = risk.remaining_h(jobs)[:, None]
-    lam = ctx.resid_up
-    with np.errstate(invalid="ignore", divide="ignore"):
-        useful = lam * lam / (lam + jobs.restart_overhead_h[:, None])
-        if ctx.speed is None:
-            run_h = remaining
-        else:
-            useful = useful * ctx.speed
-            run_h = deadline.finish_h(jobs, ctx.speed, np.zeros((len(jobs), 1)))
-    carry_h = np.where(is_spot, np.minimum(remaining, np.nan_to_num(useful, nan=np.inf)), remaining)
-    with np.errstate(invalid="ignore"):
-        saving = (eff_cur[:, None] - ctx.eff) * carry_h
-    overhead = (jobs.restart_overhead_h + jobs.move_extra_h)[:, None]
-    lost = np.nan_to_num(price_cur * jobs.checkpoint_age_h)[:, None]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p_back = np.where(is_spot, np.minimum(1.0, run_h / ctx.resid_up), 0.0)
-    back = np.nan_to_num(p_back * price_cur[:, None] * jobs.restart_overhead_h[:, None])
-    return np.nan_to_num(saving, nan=-np.inf), ctx.price * overhead + lost + back
-
-
-def _move_allowed(ctx: _Ctx) -> np.ndarray:
-    """``(n, m)`` bool: targets a running job may move to now (hysteresis and safety)."""
-    jobs, cfg = ctx.jobs, ctx.cfg
-    n, m = ctx.cand.shape
-    is_spot = ctx.market.offers.is_spot[None, :]
-    col = np.arange(m)[None, :]
-    d = np.broadcast_to(jobs.restart_overhead_h[:, None], (n, m))
-    fb = ctx.fb_speed
-    if ctx.speed is None:
-        safe = ~is_spot | (deadline.spot_safe(jobs, d) & deadline.launch_sustainable(jobs)[:, None])
-    else:
-        # A target must finish in time itself, and a spot one keep the fallback in time.
-        safe = ctx.in_time & (~is_spot | (
-            deadline.spot_safe(jobs, d[:, :1], ctx.speed, fb)
-            & deadline.launch_sustainable(jobs, fb)[:, None]))
-    back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
-    dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
-    ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
-    # With little slack, leave on-demand only for spot runs old enough to be among the longest
-    # the slack can pay for (:func:`deadline.flip_age_h`).
-    stats = ctx.market.offer_stats
-    old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
-        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)), fb)
-    return ok & (~(ctx.on_od[:, None] & is_spot) | old_enough)
-
-
-def _migrate(ctx: _Ctx) -> MigrationDecision:
-    jobs, market, cfg = ctx.jobs, ctx.market, ctx.cfg
-    n, is_spot = len(jobs), market.offers.is_spot
-    running = jobs.current != NO_OFFER
-    target, reason = jobs.current.copy(), np.full(n, -1)
-    _choose(target, reason, running & budget.must_stop(
-        jobs.spent_usd, jobs.budget_usd, jobs.user_spent_usd, jobs.user_budget_usd),
-        np.full(n, NO_OFFER), Reason.BUDGET_STOP)
-    timed = deadline.has_deadline(jobs)
-    best_od = ctx.best_od
-    if ctx.speed is None:
-        infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od)
-        unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h)
-    else:
-        cur_speed = _speed_at(ctx.speed, jobs.current)
-        # On on-demand the job commits to its current instance; otherwise to the fallback.
-        commit = np.where(ctx.on_od, cur_speed, ctx.fb_speed)
-        infeasible = timed & running & ~deadline.feasible(jobs, ctx.on_od, commit)
-        has_od = best_od != NO_OFFER
-        fb_in_time = has_od & deadline.feasible(jobs, np.zeros(n, bool), ctx.fb_speed)
-        own_h = deadline.finish_h(jobs, cur_speed[:, None], jobs.overhead_left_h[:, None])[:, 0]
-        fb_h = deadline.fallback_h(jobs, ctx.fb_speed) + jobs.restart_overhead_h
-        _choose(target, reason, infeasible & fb_in_time, best_od, Reason.SAFETY_NET)
-        _choose(target, reason, infeasible & has_od & (fb_h < own_h - deadline.EPS_H), best_od,
-                Reason.DEADLINE_INFEASIBLE)
-        unsafe = timed & ctx.on_spot & ~deadline.spot_safe(jobs, jobs.overhead_left_h, cur_speed,
-                                                          ctx.fb_speed)
-    _choose(target, reason, infeasible, jobs.current, Reason.DEADLINE_INFEASIBLE)
-    _choose(target, reason, unsafe & (best_od != NO_OFFER), best_od, Reason.SAFETY_NET)
-    saving, move_cost = _move_matrices(ctx)
-    net = saving - (1.0 + cfg.migration_margin) * move_cost
-    best, _ = _pick(-net, _move_allowed(ctx) & (net > 0), ctx.rank)
-    moving = running & (best != NO_OFFER)
-    _choose(target, reason, moving & ctx.on_od & _spot_at(best, is_spot), best,
-            Reason.MIGRATE_TO_SPOT)
-    _choose(target, reason, moving, best, Reason.MIGRATE_PRICE)
-    _choose(target, reason, running, jobs.current, Reason.CONTINUE)
-    _choose(target, reason, ~running, jobs.current, Reason.NOTHING_AVAILABLE)
-    rows, cols = np.arange(n), np.maximum(target, 0)
-    moved = running & (target != jobs.current) & (target != NO_OFFER)
-    return MigrationDecision(
-        move=running & (target != jobs.current), target=target, reason=reason,
-        saving_usd=np.where(moved, saving[rows, cols] if saving.size else 0.0, 0.0),
-        move_cost_usd=np.where(moved, move_cost[rows, cols] if move_cost.size else 0.0, 0.0),
-    )
-
-
-def should_migrate(jobs: JobView, market: MarketView,
-                   cfg: PolicyConfig = DEFAULT_CONFIG) -> MigrationDecision:
-    """Decide, for each running job, whether to stay, move (and where) or stop.
-
-    Args:
-        jobs: ``n`` jobs; ``current`` is the offer each runs on (:data:`NO_OFFER` rows are
-            left alone with reason ``NOTHING_AVAILABLE``), ``since_start_h`` and ``previous``
-            feed the hysteresis.
-        market: the market now (see :func:`decide_placement`).
-        cfg: policy knobs.
-
-    Returns:
-        A :class:`MigrationDecision`. A move happens when the deadline's safety net requires
-        on-demand, or when the expected saving over the remaining runtime exceeds
-        ``(1 + migration_margin)`` × the move cost; at 100 % budget the job stops (``target``
-        :data:`NO_OFFER`).
-        Pure, deterministic; ``O(n·m)``.
-    """
-    if len(market.offers) == 0:
-        stay = _empty_market(jobs)
-        zero = np.zeros(len(jobs))
-        return MigrationDecision(stay.offer != jobs.current, stay.offer, stay.reason, zero, zero)
-    return _migrate(_context(jobs, market, cfg))
-
-
-def decide(jobs: JobView, market: MarketView, cfg: PolicyConfig = DEFAULT_CONFIG) -> Decision:
-    """One decision interval for every job: :func:`should_migrate` for jobs that run something,
-    :func:`decide_placement` for the others. Returns a :class:`Decision` whose ``offer`` equal to
-    ``current`` means "keep it" and :data:`NO_OFFER` means "run nothing" (wait or stop)."""
-    if len(market.offers) == 0:
-        return _empty_market(jobs)
-    ctx = _context(jobs, market, cfg)
-    running = jobs.current != NO_OFFER
-    if not running.any():
-        return _place(ctx)
-    moved = _migrate(ctx)
-    if running.all():
-        return Decision(moved.target, moved.reason)
-    placed = _place(ctx)
-    return Decision(np.where(running, moved.target, placed.offer),
-                    np.where(running, moved.reason, placed.reason))
