@@ -63,15 +63,9 @@ def _location(spec: JobSpec, table: OfferTable) -> np.ndarray:
 
 
 def _market(spec: JobSpec, table: OfferTable, price: np.ndarray) -> np.ndarray:
-    ok = np.ones(len(table), bool)
-    if spec.market is MarketChoice.SPOT:
-        ok &= table.is_spot
-    elif spec.market is MarketChoice.ON_DEMAND:
-        ok &= ~table.is_spot
+    ok = _kind(spec, table)
     if spec.max_price_usd_per_hour is not None:
         ok &= price <= spec.max_price_usd_per_hour
-    if spec.max_interruption_risk is not None:
-        ok &= table.interruption_risk <= spec.max_interruption_risk
     return ok
 
 
