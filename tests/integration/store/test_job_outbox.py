@@ -38,6 +38,15 @@ def crashing(monkeypatch):
                 return 0
             return real(client, job_id, entries)
 
+        @staticmethod
+        def save(store, job):
+            """``store.jobs.save(job)`` by a writer that dies right after its commit."""
+            Switch.on = True
+            try:
+                return store.jobs.save(job)
+            finally:
+                Switch.on = False
+
     Switch.skipped = skipped
     monkeypatch.setattr(jobs_module.outbox, "apply", Switch.apply)
     return Switch
@@ -65,9 +74,7 @@ def test_a_crash_after_the_commit_is_repaired_exactly_once(redis_client, crashin
     store = Store.over(redis_client)
     job = store.jobs.create(_job())
     job.record(JobState.SUCCEEDED, "done")
-    crashing.on = True
-    job = store.jobs.save(job)
-    crashing.on = False
+    job = crashing.save(store, job)
     # Committed (the document is new) but nothing applied yet.
     assert store.jobs.get(job.id).state is JobState.SUCCEEDED
     assert _events(redis_client, job.id) == []
@@ -93,9 +100,7 @@ def test_the_next_write_applies_what_a_dead_writer_left(redis_client, crashing):
     store = Store.over(redis_client)
     job = store.jobs.create(_job())
     job.record(JobState.PROVISIONING, "placing")
-    crashing.on = True
-    job = store.jobs.save(job)
-    crashing.on = False
+    job = crashing.save(store, job)
     job.record(JobState.FAILED, "gave up")
     job = store.jobs.save(job)
     assert _events(redis_client, job.id) == ["placing", "gave up"]
@@ -108,9 +113,7 @@ def test_an_older_write_applied_late_never_undoes_a_newer_one(redis_client, cras
     store = Store.over(redis_client)
     job = store.jobs.create(_job())
     job.record(JobState.RUNNING, "running")
-    crashing.on = True
-    job = store.jobs.save(job)  # v2, active: its entries are held by a "slow" applier
-    crashing.on = False
+    job = crashing.save(store, job)  # v2, active: its entries are held by a "slow" applier
     (job_id, slow), = crashing.skipped
     job.record(JobState.CANCELLED, "cancelled")
     store.jobs.save(job)  # v3, terminal: applies v2's entries and its own
