@@ -396,4 +396,10 @@ class Run:
 
 
 if __name__ == "__main__":
-    sys.exit(Run().main())
+    code = Run().main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A process group left open (a refused restore, a lost peer) still owns gloo's threads; the
+    # interpreter's normal exit destroys them joinable and the C++ runtime aborts (SIGABRT), which
+    # would hide the exit code the agent reads. Nothing is left to flush or close here.
+    os._exit(code)
