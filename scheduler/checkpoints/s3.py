@@ -31,9 +31,8 @@ from scheduler.checkpoints.objectstore import (
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 60
 # botocore "standard" retry mode: exponential backoff with jitter on throttling, 5xx and
-# connection errors, this many attempts in all (a busy S3-compatible server answers
-# InternalError to several requests in a row while a commit streams many parts at once).
-MAX_ATTEMPTS = 5
+# connection errors, this many attempts in all (botocore's own default).
+MAX_ATTEMPTS = 3
 _DELETE_BATCH = 1000  # DeleteObjects accepts at most 1000 keys per call
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchBucket"}
 
