@@ -29,7 +29,7 @@ from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store import Store
 from scheduler.store import history_sources as sources
 from scheduler.store.history import SeriesMeta, from_ms, to_ms
-from scheduler.store.rollups import Piece
+from scheduler.store.rollups import Piece, PieceColumns
 
 GROUPINGS = ("series", "zone", "region", "provider", "hour-of-day")
 _GROUP_FIELDS: dict[str, tuple[str, ...]] = {
@@ -251,8 +251,12 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
             if per_gpu and not (info and info.get("gpu_count")):
                 continue
             divisor = float(info["gpu_count"]) if per_gpu else 1.0
-            pieces, changes = history.pieces(meta, *span)
-            _accumulate(by, src, key, info, pieces, changes, divisor, groups, labels)
+            if by == "hour-of-day":
+                pieces, changes = history.pieces(meta, *span)
+                _accumulate_by_hour(src, pieces, changes, divisor, groups, labels)
+            else:
+                columns, changes = history.piece_columns(meta, *span)
+                _accumulate(by, src, key, info, columns, changes, divisor, groups, labels)
     rows = [{**labels[g], **stats, "source": g[0]} for g, acc in groups.items()
             if (stats := acc.result())]  # source last: columns of CSV output stay where they were
     rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", ""), r["source"]))
@@ -283,29 +287,31 @@ def _outside(metas: list[SeriesMeta]) -> dict[str, Any]:
 
 
 def _accumulate(by: str, source: str, key: OfferKey, info: dict[str, Any] | None,
-                pieces: list[Piece], changes: int, divisor: float,
+                pieces: PieceColumns, changes: int, divisor: float,
                 groups: dict[tuple, Accumulator], labels: dict[tuple, dict[str, Any]]) -> None:
     values = {"provider": key.provider, "region": key.region, "zone": key.zone,
               "instance_type": key.instance_type, "market": key.market.value}
-    if by == "hour-of-day":
-        changes_by_hour = _changes_by_hour(pieces)
-        for hour, parts in split_by_hour_of_day(pieces).items():
-            if not parts:
-                continue
-            acc = groups[(source, hour)]
-            labels[(source, hour)] = {"hour": hour}
-            acc.series += 1
-            acc.changes += changes_by_hour.get(hour, 0)
-            for piece, dur in parts:
-                acc.add_piece(piece, divisor, dur)
-        return
     group = (source,) + tuple(values[f] for f in _GROUP_FIELDS[by])
     label = dict(zip(_GROUP_FIELDS[by], group[1:]))
     if by == "series":
         label["series_key"] = key.series()
         label.update({k: (info or {}).get(k) for k in ("gpu_model", "gpu_count", "vram_gib")})
     labels[group] = label
-    groups[group].add(pieces, changes, divisor)
+    groups[group].add_columns(pieces, changes, divisor)
+
+
+def _accumulate_by_hour(source: str, pieces: list[Piece], changes: int, divisor: float,
+                        groups: dict[tuple, Accumulator], labels: dict[tuple, dict[str, Any]]) -> None:
+    changes_by_hour = _changes_by_hour(pieces)
+    for hour, parts in split_by_hour_of_day(pieces).items():
+        if not parts:
+            continue
+        acc = groups[(source, hour)]
+        labels[(source, hour)] = {"hour": hour}
+        acc.series += 1
+        acc.changes += changes_by_hour.get(hour, 0)
+        for piece, dur in parts:
+            acc.add_piece(piece, divisor, dur)
 
 
 def _changes_by_hour(pieces: list[Piece]) -> dict[int, int]:

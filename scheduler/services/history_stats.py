@@ -26,14 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.store.rollups import DAY_MS, HOUR_MS, Piece
+from scheduler.store.rollups import DAY_MS, HOUR_MS, Piece, PieceColumns
 
 QUANTILES = (0.1, 0.5, 0.9)
 
 
 @dataclass
 class Accumulator:
-    """Pools pieces of one or more series into one distribution."""
+    """Pools pieces of one or more series into one distribution.
+
+    Pieces come one by one (:meth:`add`, :meth:`add_piece`) or as columns
+    (:meth:`add_columns`); either way each adds the same values and weights in the same order,
+    so the statistics do not depend on which was used. ``values``/``weights`` hold what was
+    added one by one since the last columns."""
 
     values: list[float] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
@@ -43,6 +48,7 @@ class Accumulator:
     covered_ms: int = 0
     lasts: list[float] = field(default_factory=list)
     series: int = 0
+    chunks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def add(self, pieces: Iterable[Piece], changes: int = 0, divisor: float = 1.0,
             with_last: bool = True) -> None:
@@ -71,12 +77,52 @@ class Accumulator:
             self.values.append(lo)
             self.weights.append(dur)
 
+    def add_columns(self, pieces: PieceColumns, changes: int = 0, divisor: float = 1.0,
+                    with_last: bool = True) -> None:
+        """:meth:`add` for one series' pieces as columns: the same values, weights and
+        totals (element-wise the same IEEE operations, in the same order)."""
+        n = len(pieces)
+        if not n:
+            return
+        self.series += 1
+        self.changes += changes
+        span = pieces.end_ms - pieces.start_ms
+        dur = span.astype(float)
+        lo, mean, hi = pieces.lo / divisor, pieces.mean / divisor, pieces.hi / divisor
+        self.lo = min(self.lo, float(lo.min()))
+        self.hi = max(self.hi, float(hi.max()))
+        self.covered_ms += int(span.sum())
+        split = hi > lo
+        w_hi = np.zeros(n)
+        w_hi[split] = np.minimum(1.0, np.maximum(0.0, (mean[split] - lo[split]) / (hi[split] - lo[split])))
+        values = np.empty((n, 2))
+        weights = np.empty((n, 2))
+        values[:, 0], values[:, 1] = lo, hi
+        weights[:, 0] = np.where(split, dur * (1 - w_hi), dur)
+        weights[:, 1] = dur * w_hi
+        keep = np.ones((n, 2), dtype=bool)
+        keep[:, 1] = split
+        self._flush()
+        self.chunks.append((values[keep], weights[keep]))
+        if with_last:
+            self.lasts.append(float(pieces.last[-1]) / divisor)
+
+    def _flush(self) -> None:
+        if self.values:
+            self.chunks.append((np.asarray(self.values, dtype=float),
+                                np.asarray(self.weights, dtype=float)))
+            self.values, self.weights = [], []
+
     def result(self) -> dict[str, Any] | None:
         """The statistics (see the module docstring), or ``None`` when nothing was added."""
-        if not self.values:
+        self._flush()
+        if not self.chunks:
             return None
-        values = np.asarray(self.values, dtype=float)
-        weights = np.asarray(self.weights, dtype=float)
+        if len(self.chunks) == 1:
+            values, weights = self.chunks[0]
+        else:
+            values = np.concatenate([v for v, _ in self.chunks])
+            weights = np.concatenate([w for _, w in self.chunks])
         if weights.sum() <= 0:  # snapshots only: every observation counts once
             weights = np.ones_like(values)
         p10, p50, p90 = np.quantile(values, QUANTILES, weights=weights, method="inverted_cdf")

@@ -58,13 +58,17 @@ from scheduler.store.rollups import (
     HOUR_MS,
     AppendResult,
     HistorySettings,
+    HourColumns,
     HourRollup,
     Piece,
+    PieceColumns,
     SeriesMeta,
     decode_day,
+    decode_days,
     floor_day,
     floor_hour,
     from_ms,
+    piece_columns_from_hours,
     pieces_from_hours,
     pieces_from_points,
     price_text,
@@ -302,19 +306,60 @@ class HistoryStore:
             changes += sum(h.changes for h in hours if h.hour_ms >= floor_hour(start_ms))
         raw_start = start_ms if rolled is None else max(start_ms, rolled)
         if raw_start <= end_ms and (rolled is None or end_ms >= rolled):
-            raw = keys.history_raw(meta.series, meta.source)
-            with self._r.pipeline(transaction=False) as pipe:
-                pipe.zrangebyscore(raw, raw_start, end_ms)
-                pipe.zrevrangebyscore(raw, f"({raw_start}", "-inf", start=0, num=1)
-                members, before = pipe.execute()
-            points = [_point(m) for m in members]
-            carry = _point(before[0])[1] if before else (
-                meta.rolled_price if rolled is not None else meta.base_price)
+            points, carry = self._raw(meta, raw_start, end_ms)
             if out and carry is None:
                 carry = out[-1].last
             out += pieces_from_points(points, carry, raw_start, end_ms)
             changes += sum(1 for ms, _ in points if ms > start_ms)
         return out, changes
+
+    def piece_columns(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[PieceColumns, int]:
+        """:meth:`pieces` as :class:`~scheduler.store.rollups.PieceColumns` (the same pieces,
+        in the same order) and the number of price changes after ``start_ms``: what long
+        windows read, since a year of rolled-up hours decodes into arrays without an object
+        per hour or piece."""
+        parts: list[PieceColumns] = []
+        changes = 0
+        rolled = meta.rolled_until_ms
+        if rolled is not None and start_ms < rolled:
+            hours, carry = self._hour_columns(meta, start_ms, min(end_ms, rolled))
+            parts.append(piece_columns_from_hours(hours, carry, start_ms, min(end_ms, rolled)))
+            changes += int(hours.changes.sum())
+        raw_start = start_ms if rolled is None else max(start_ms, rolled)
+        if raw_start <= end_ms and (rolled is None or end_ms >= rolled):
+            points, carry = self._raw(meta, raw_start, end_ms)
+            if parts and len(parts[0]) and carry is None:
+                carry = float(parts[0].last[-1])
+            parts.append(PieceColumns.from_pieces(pieces_from_points(points, carry, raw_start, end_ms)))
+            changes += sum(1 for ms, _ in points if ms > start_ms)
+        return PieceColumns.concat(parts), changes
+
+    def _raw(self, meta: SeriesMeta, raw_start: int, end_ms: int) -> tuple[list[tuple[int, float]], float | None]:
+        """Raw points in ``[raw_start, end_ms]`` and the price in force before them (``None``
+        when the stored extent says none)."""
+        raw = keys.history_raw(meta.series, meta.source)
+        with self._r.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(raw, raw_start, end_ms)
+            pipe.zrevrangebyscore(raw, f"({raw_start}", "-inf", start=0, num=1)
+            members, before = pipe.execute()
+        carry = _point(before[0])[1] if before else (
+            meta.rolled_price if meta.rolled_until_ms is not None else meta.base_price)
+        return [_point(m) for m in members], carry
+
+    def _hour_columns(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[HourColumns, float | None]:
+        """:meth:`_hours` as columns."""
+        key = keys.history_hourly(meta.series, meta.source)
+        with self._r.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(key, floor_day(start_ms), f"({end_ms}")
+            pipe.zrevrangebyscore(key, f"({floor_day(start_ms)}", "-inf", start=0, num=1)
+            blobs, before = pipe.execute()
+        hours = decode_days(blobs)
+        carry = decode_day(before[0])[-1].last if before else meta.base_price
+        head = floor_hour(start_ms)
+        early = hours.hour_ms < head
+        if early.any():
+            carry = float(hours.last[early][-1])
+        return hours.take(~early & (hours.hour_ms < end_ms)), carry
 
     def _hours(self, meta: SeriesMeta, start_ms: int, end_ms: int) -> tuple[list[HourRollup], float | None]:
         """Rollup hours overlapping ``[start_ms, end_ms)`` and the price in force before them."""
