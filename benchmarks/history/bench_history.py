@@ -19,8 +19,9 @@ on 6379):
    (250) distinct series loaded through ``append`` a year at a time, then copied
    (``COPY``) under the other names and indexed. Then ``--queries`` single-series queries
    through :func:`scheduler.services.history.query` for a 1-year and a 30-day window, each
-   run with the series index and with the previous approach (every series name read and
-   filtered per query), alternating: median and p99 of each.
+   run as it is now (rolled-up days decoded into numpy columns) and with the previous
+   per-piece path (an object per rolled-up hour and piece), alternating in one process:
+   median and p99 of wall and process CPU time.
 
 Usage: ``python -m benchmarks.history.bench_history [--series N] [--days D] ...``; prints a
 Markdown block for ``RESULTS.md``.
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -205,25 +207,31 @@ def copy_series(client, base: int, total: int) -> None:
             pipe.execute()
 
 
-def _scanning(history):
-    """``history.series`` as before the index: every name, whatever the filters (the
-    query then filters them one by one)."""
-    every = history.series
+@contextmanager
+def _per_piece():
+    """Queries as before the columnar path: every rolled-up hour and piece an object, added
+    to the statistics one by one (``HistoryStore.pieces``, ``Accumulator.add``: that code
+    is kept, for plans and plots)."""
+    from scheduler.services.history_stats import Accumulator
+    from scheduler.store.history import HistoryStore
 
-    def series(source="real", **_filters):
-        return every(source)
+    saved = HistoryStore.piece_columns, Accumulator.add_columns
+    HistoryStore.piece_columns, Accumulator.add_columns = HistoryStore.pieces, Accumulator.add
+    try:
+        yield
+    finally:
+        HistoryStore.piece_columns, Accumulator.add_columns = saved
 
-    return series
 
-
-def _query_once(store: Store, i: int, since: str, until: str) -> float:
-    started = time.perf_counter()
+def _query_once(store: Store, i: int, since: str, until: str) -> tuple[float, float]:
+    """Wall and process CPU seconds of one query for series ``i``."""
+    started, cpu = time.perf_counter(), time.process_time()
     result = history_service.query(store, provider="aws", region=f"region-{i % 20}",
                                    zone=f"zone-{i % 60}", instance_type=f"type-{i}.xlarge",
                                    since=since, until=until)
-    took = time.perf_counter() - started
+    took, took_cpu = time.perf_counter() - started, time.process_time() - cpu
     assert len(result["rows"]) == 1, result
-    return took
+    return took, took_cpu
 
 
 def query_phase(args: argparse.Namespace, directory: Path) -> dict[str, object]:
@@ -235,20 +243,20 @@ def query_phase(args: argparse.Namespace, directory: Path) -> dict[str, object]:
         loaded = load_by_series(store, args.base_series, args.days, args.change_p)
         copy_series(client, args.base_series, args.query_series)
         built_s = time.perf_counter() - started
-        history = store.offers.history
-        indexed = history.series
         end = T0 + timedelta(days=args.days)
         out: dict[str, object] = {"loaded": loaded, "built_s": built_s,
                                   "used_memory": client.info("memory")["used_memory"]}
         rng = random.Random(7)
         for label, start in (("1 year", T0), ("30 days", end - timedelta(days=30))):
-            times: dict[str, list[float]] = {"index": [], "scan": []}
+            times: dict[str, list[float]] = {"now": [], "previous": [], "now cpu": [],
+                                             "previous cpu": []}
             for _ in range(args.queries):
                 i = rng.randrange(args.query_series)
-                for mode in ("index", "scan") if rng.random() < 0.5 else ("scan", "index"):
-                    history.series = indexed if mode == "index" else _scanning(history)
-                    times[mode].append(_query_once(store, i, start.isoformat(), end.isoformat()))
-            history.series = indexed
+                for mode in ("now", "previous") if rng.random() < 0.5 else ("previous", "now"):
+                    with _per_piece() if mode == "previous" else nullcontext():
+                        wall, cpu = _query_once(store, i, start.isoformat(), end.isoformat())
+                    times[mode].append(wall)
+                    times[f"{mode} cpu"].append(cpu)
             out[label] = {m: _summary(t) for m, t in times.items()}
         return out
     finally:
@@ -367,13 +375,16 @@ def _print_queries(args: argparse.Namespace, qry: dict) -> None:
     print(f"Query store: {args.query_series:,} series-years ({args.base_series} distinct, "
           f"{loaded['stored']:,} changes, copied), used_memory {qry['used_memory'] / 1e6:,.0f} MB, "
           f"built in {qry['built_s']:.0f} s.\n")
-    print("| query, one series of {:,} | runs | index: median / p99 | previous (scan every name): "
-          "median / p99 | ratio of medians / p99s |".format(args.query_series))
+    print("| query, one series of {:,} | runs | now: median / p99 wall (CPU) | previous, per-piece: "
+          "median / p99 wall (CPU) | ratio of medians / p99s (wall) |".format(args.query_series))
     print("|---|---|---|---|---|")
     for label in ("1 year", "30 days"):
-        new, old = qry[label]["index"], qry[label]["scan"]
-        print(f"| {label} | {new['runs']} | **{new['median'] * 1e3:.1f} / {new['p99'] * 1e3:.1f} ms** | "
-              f"{old['median'] * 1e3:.1f} / {old['p99'] * 1e3:.1f} ms | "
+        q = qry[label]
+        new, old, new_cpu, old_cpu = q["now"], q["previous"], q["now cpu"], q["previous cpu"]
+        print(f"| {label} | {new['runs']} | **{new['median'] * 1e3:.1f} / {new['p99'] * 1e3:.1f} ms** "
+              f"({new_cpu['median'] * 1e3:.1f} / {new_cpu['p99'] * 1e3:.1f}) | "
+              f"{old['median'] * 1e3:.1f} / {old['p99'] * 1e3:.1f} ms "
+              f"({old_cpu['median'] * 1e3:.1f} / {old_cpu['p99'] * 1e3:.1f}) | "
               f"{old['median'] / new['median']:.2f}× / {old['p99'] / new['p99']:.2f}× |")
     print()
 
