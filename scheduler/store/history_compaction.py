@@ -19,15 +19,13 @@ from scheduler.store.rollups import (
     DAY_MS,
     HOUR_MS,
     HistorySettings,
-    HourRollup,
     SeriesMeta,
     decode_day,
     encode_day,
     floor_day,
     floor_hour,
-    group_by_day,
     price_text,
-    rollup_hours,
+    rollup_day_texts,
 )
 
 
@@ -104,38 +102,44 @@ class Compaction:
         return sum(int(a) for a in run_pipelined(self._r, self._script, calls))
 
     def _plan(self, meta: SeriesMeta, cutoff: int, members: list[str],
-                         last_blob: list[str], settings: HistorySettings) -> list[str] | None:
-        old = [(m, ms) for m in members if (ms := int(m.split(":", 1)[0])) < cutoff]
+              last_blob: list[str], settings: HistorySettings) -> list[str] | None:
+        old, points = [], []
+        for m in members:
+            ms_text, _, price = m.partition(":")
+            ms = int(ms_text)
+            if ms < cutoff:
+                old.append(m)
+                points.append((ms, float(price)))
         if not old or (meta.rolled_until_ms is not None and cutoff <= meta.rolled_until_ms):
             return None
-        points = [(ms, float(m.split(":", 1)[1])) for m, ms in old]
         carry = meta.rolled_price if meta.rolled_until_ms is not None else meta.base_price
-        hours = rollup_hours(points, carry, cutoff)
-        days = group_by_day(hours)
+        days = rollup_day_texts(points, carry, cutoff)
         if last_blob:
             previous = decode_day(last_blob[0])
-            first_day = min(days)
+            first_day, first_parts, first_last = days[0]
             if previous and floor_day(previous[0].hour_ms) == first_day:
-                days[first_day] = previous + days[first_day]
+                # The new hours continue the newest stored day: one blob, stored hours first.
+                head = encode_day(first_day, previous).partition("|")[2]
+                days[0] = (first_day, [head, *first_parts], first_last)
         horizon = floor_day(meta.last_seen_ms - int(settings.rollup_days * DAY_MS))
         first_ms, base = meta.first_ms, None
         if horizon > meta.first_ms:
             first_ms, base = horizon, self._price_at_horizon(meta, horizon, days)
         args = ["" if meta.rolled_until_ms is None else str(meta.rolled_until_ms), str(cutoff),
-                hashlib.sha1("\n".join(m for m, _ in old).encode()).hexdigest(),
+                hashlib.sha1("\n".join(old).encode()).hexdigest(),
                 price_text(points[-1][1]), str(horizon) if base is not None else "",
                 str(first_ms), "" if base is None else price_text(base)]
-        for day_ms, day_hours in sorted(days.items()):
+        for day_ms, parts, _ in days:
             if day_ms >= horizon or base is None:
-                args += [str(day_ms), encode_day(day_ms, day_hours)]
+                args += [str(day_ms), f"{day_ms // DAY_MS}|" + ";".join(parts)]
         return args
 
     def _price_at_horizon(self, meta: SeriesMeta, horizon: int,
-                          new_days: dict[int, list[HourRollup]]) -> float | None:
+                          new_days: list[tuple[int, list[str], float]]) -> float | None:
         """The price in force at ``horizon`` (a day start), from the rollups before it."""
-        before = [h for d, hs in new_days.items() if d < horizon for h in hs]
+        before = [last for d, _, last in new_days if d < horizon]
         if before:
-            return before[-1].last
+            return before[-1]
         stored = self._r.zrevrangebyscore(keys.history_hourly(meta.series, meta.source),
                                           f"({horizon}", "-inf", start=0, num=1)
         if stored:

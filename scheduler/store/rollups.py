@@ -137,6 +137,69 @@ def encode_day(day_ms: int, hours: Iterable[HourRollup]) -> str:
     return f"{day_ms // DAY_MS}|" + ";".join(parts)
 
 
+def rollup_day_texts(points: Sequence[tuple[int, float]], price_before: float | None,
+                     cutoff_ms: int) -> list[tuple[int, list[str], float]]:
+    """:func:`rollup_hours` then :func:`encode_day` per day, in one pass without an object per
+    hour (what compaction runs on every append that ages a day out of the raw window): the
+    same arithmetic, the same text.
+
+    Returns:
+        Per UTC day holding a point, ascending: ``(day_ms, parts, last)``, where
+        ``f"{day_ms // DAY_MS}|" + ";".join(parts)`` is the day's blob and ``last`` the price
+        in force at the end of its last changed hour.
+
+    Raises:
+        ValueError: as :func:`rollup_hours`.
+    """
+    if cutoff_ms % HOUR_MS:
+        raise ValueError(f"cutoff_ms {cutoff_ms} is not an hour boundary")
+    out: list[tuple[int, list[str], float]] = []
+    parts: list[str] = []
+    day = None
+    carry = price_before
+    n = len(points)
+    i = 0
+    while i < n:
+        ms, price = points[i]
+        if ms >= cutoff_ms:
+            raise ValueError(f"point at {ms} is not before cutoff {cutoff_ms}")
+        hour = ms - ms % HOUR_MS
+        end = hour + HOUR_MS
+        # Segments in the order _one_hour sums them: the carried price, then each point's.
+        if carry is None:
+            total, lo, hi, covered, changes = 0, price, price, end - ms, -1
+        else:
+            total = 0 + carry * (ms - hour)
+            lo = hi = carry
+            covered, changes = HOUR_MS, 0
+        while True:
+            nxt_ms = points[i + 1][0] if i + 1 < n else end
+            if nxt_ms >= end:
+                nxt_ms = end
+            total += price * (nxt_ms - ms)
+            if price < lo:
+                lo = price
+            elif price > hi:
+                hi = price
+            changes += 1
+            i += 1
+            if nxt_ms == end:
+                break
+            ms, price = points[i]
+        mean = total / covered if covered else price
+        day_ms = hour - hour % DAY_MS
+        if day_ms != day:
+            if day is not None:
+                out.append((day, parts, carry))
+            day, parts = day_ms, []
+        parts.append(f"{(hour - day_ms) // HOUR_MS}:{repr(float(lo))},{_mean_text(mean)},"
+                     f"{repr(float(hi))},{repr(float(price))},{changes}")
+        carry = price
+    if day is not None:
+        out.append((day, parts, carry))
+    return out
+
+
 def _mean_text(mean: float) -> str:
     text = f"{mean:.7f}".rstrip("0")
     return text + "0" if text.endswith(".") else text

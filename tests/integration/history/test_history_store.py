@@ -135,3 +135,31 @@ def test_price_at_a_time_before_the_first_changed_hour_of_its_day(redis_client):
     history.append([obs(60 * 20, 2.0), obs(60 * 24 + 60 * 5, 3.0), obs(60 * 24 * 4, 4.0)])
     at = to_ms(T0 + timedelta(days=1, hours=1))  # day 2 01:00: its blob starts at 05:00
     assert history.prices_at([S], at)[S] == (2.0, to_ms(T0 + timedelta(hours=20)))
+
+
+def test_day_by_day_compaction_stores_the_blobs_of_one_rollup_of_every_point(redis_client):
+    """Compaction cut into daily runs (a day continuing the newest stored blob, retention
+    dropping old days) stores what one rollup of the whole step function gives."""
+    from scheduler.store.rollups import encode_day, group_by_day, rollup_hours
+
+    history = HistoryStore(redis_client)
+    history.configure(raw_days=1, rollup_days=6, compact_slack_h=0)
+    rng = random.Random(5)
+    price, points = 2.0, []
+    for day in range(12):
+        batch = []
+        for minute in sorted(rng.sample(range(day * 1440, (day + 1) * 1440), 9)):
+            price = round(price * rng.uniform(0.9, 1.1), 4)
+            batch.append(obs(minute, price))
+            points.append((to_ms(T0 + timedelta(minutes=minute)), price))
+        history.append(batch[:5])
+        history.append(batch[5:])  # a second compaction on the same day
+    meta = history.metas([S])[S]
+    rolled = meta.rolled_until_ms
+    assert rolled is not None and meta.first_ms > to_ms(T0)  # retention moved the start
+    hours = rollup_hours([p for p in points if p[0] < rolled], None, rolled)
+    want = {day: encode_day(day, hs) for day, hs in group_by_day(hours).items()
+            if day >= meta.first_ms}
+    stored = redis_client.zrange(keys.history_hourly(S), 0, -1, withscores=True)
+    assert {int(score): blob for blob, score in stored} == want
+    assert meta.base_price == [p for ms, p in points if ms < meta.first_ms][-1]

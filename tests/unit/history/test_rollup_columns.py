@@ -1,6 +1,8 @@
 """The columnar decode and pieces (:func:`decode_days`, :func:`piece_columns_from_hours`,
 :meth:`Accumulator.add_columns`) against the per-object code they replace on long windows:
-the same hours, the same pieces and bit-equal statistics, on random step functions."""
+the same hours, the same pieces and bit-equal statistics; and compaction's one-pass
+:func:`rollup_day_texts` against :func:`rollup_hours` + :func:`encode_day`: the same blobs.
+All on random step functions."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from scheduler.store.rollups import (
     group_by_day,
     piece_columns_from_hours,
     pieces_from_hours,
+    rollup_day_texts,
     rollup_hours,
 )
 
@@ -99,3 +102,29 @@ def test_lenient_and_empty_blobs_decode_as_decode_day_does_and_malformed_ones_ra
     for bad in ("x|1:1,1,1,1,0", "18262|1:1,1,1,1", "18262|1:1,1,oops,1,0", "18262|1:1e,1,1,1,0"):
         with pytest.raises(ValueError):
             decode_days(["18261|0:1.0,1.0,1.0,1.0,1", bad])
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_day_texts_equal_rollup_hours_then_encode_day(seed):
+    rng = random.Random(seed)
+    points, t, price = [], T0 + rng.randrange(5 * HOUR_MS), rng.uniform(0.1, 10)
+    cutoff = T0 + (rng.randint(1, 120) + 5) * HOUR_MS
+    while t < cutoff:
+        points.append((t, price))
+        if rng.random() < 0.8:
+            price = round(price * rng.uniform(0.8, 1.2), rng.choice([2, 4, 6]))
+        t += rng.choice([1, 1000, 60_000, 600_000, HOUR_MS - 1, HOUR_MS, 5 * HOUR_MS])
+    carry = rng.choice([None, 1.0, points[0][1]])
+    hours = rollup_hours(points, carry, cutoff)
+    want = [(day, encode_day(day, hs), hs[-1].last) for day, hs in group_by_day(hours).items()]
+    got = [(day, f"{day // DAY_MS}|" + ";".join(parts), last)
+           for day, parts, last in rollup_day_texts(points, carry, cutoff)]
+    assert got == want
+
+
+def test_day_texts_refuse_what_rollup_hours_refuses():
+    with pytest.raises(ValueError):
+        rollup_day_texts([(T0 + HOUR_MS, 1.0)], None, T0 + HOUR_MS)
+    with pytest.raises(ValueError):
+        rollup_day_texts([], None, T0 + 1)
+    assert rollup_day_texts([], None, T0) == []
