@@ -22,7 +22,7 @@ from core.models import Job, parse_lenient, utcnow
 from scheduler.store import keys, outbox
 from scheduler.store.job_writes import after_commit, after_write
 from scheduler.store.leases import Lease
-from scheduler.store.multi import mget
+from scheduler.store.multi import mget, transaction
 from scheduler.timing import JOB_LOG_MAX_LINES
 
 # A stored log line is at most this many UTF-8 bytes (longer ones are cut, ending in
@@ -78,7 +78,7 @@ class JobStore:
     def create(self, job: Job) -> Job:
         """Store a new job. Raises :class:`JobExistsError` if the id is taken."""
         job = job.model_copy(update={"version": 1})
-        with self._r.pipeline(transaction=True) as pipe:
+        with transaction(self._r) as pipe:
             try:
                 pipe.watch(keys.job(job.id))
                 if pipe.exists(keys.job(job.id)):
@@ -109,7 +109,7 @@ class JobStore:
         the store is :meth:`fenced` and the lease is no longer ours."""
         key = keys.job(job.id)
         lease = self.lease
-        with self._r.pipeline(transaction=True) as pipe:
+        with transaction(self._r) as pipe:
             try:
                 pipe.watch(key, *([lease.key] if lease else []))
                 if lease is not None and pipe.get(lease.key) != lease.value:

@@ -8,6 +8,8 @@ single server takes both. These helpers pick the way each client kind takes:
   own read, which is all the callers need (reports, leases, job records read for display).
 - :func:`run_script_many`: one registered Lua script called for many key sets in one round
   trip (a pipeline, not a transaction: each call is atomic on its own).
+- :func:`transaction`: a WATCH/MULTI pipeline whose WATCH a lost connection ends (a
+  ``WatchError``) on a cluster as on one server.
 """
 
 from __future__ import annotations
@@ -15,9 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    SlotNotCoveredError,
+    TryAgainError,
+    WatchError,
+)
 
 
 def is_cluster(client: Any) -> bool:
@@ -64,3 +75,54 @@ def run_script_many(client: Any, script: Script,
         elif isinstance(reply, Exception):
             raise reply
     return replies
+
+
+# What ends a cluster transaction's WATCH: its connection, or its slot, went elsewhere.
+_WATCH_LOST = (redis.ConnectionError, redis.TimeoutError, OSError, ClusterDownError,
+               SlotNotCoveredError, MovedError, AskError, TryAgainError)
+
+
+class _NoRetryWhileWatching:
+    """The retry of a cluster transaction pipeline: its own until a WATCH succeeded, then
+    none. redis-py's cluster transaction retries a command (EXEC included) that lost its
+    connection on a new one, where nothing is watched: the write would then go through
+    unchecked, over a newer write of another replica or past a lost lease. One server's
+    pipeline raises ``WatchError`` instead; so does this one. (The WATCH itself is retried,
+    as on one server: nothing was watched yet.)"""
+
+    def __init__(self, inner: Any, strategy: Any) -> None:
+        self._inner = inner
+        self._strategy = strategy
+        self._watched = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def call_with_retry(self, do, fail, is_retryable=None, with_failure_count=False):
+        watching = self._strategy._watching
+        if not (watching and self._watched):
+            reply = self._inner.call_with_retry(do, fail, is_retryable, with_failure_count)
+            self._watched = watching and self._strategy._watching
+            return reply
+        try:
+            return do()
+        except WatchError:
+            raise
+        except _WATCH_LOST as error:
+            # Drops the dead connection and refreshes the slot map for the caller's retry.
+            fail(error, 1) if with_failure_count else fail(error)
+            raise WatchError(f"{type(error).__name__} while watching: {error}") from error
+        finally:
+            self._watched = self._strategy._watching
+
+
+def transaction(client: Any) -> Any:
+    """``client.pipeline(transaction=True)``, for WATCH/MULTI/EXEC: once a key is watched,
+    a connection lost (a failover) or a slot moved raises ``redis.WatchError`` (retry from
+    a fresh read), on a cluster as on one server; before that, commands are retried as
+    usual."""
+    pipe = client.pipeline(transaction=True)
+    if is_cluster(client):
+        strategy = pipe._execution_strategy  # redis-py's cluster TransactionStrategy
+        strategy._retry = _NoRetryWhileWatching(strategy._retry, strategy)
+    return pipe
