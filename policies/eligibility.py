@@ -105,41 +105,96 @@ def spec_mask(spec: JobSpec, table: OfferTable, price_usd_per_hour: np.ndarray) 
         _market(spec, table, price_usd_per_hour)
 
 
+# Rows of a block: the temporaries of a block stay in the core's cache and are reused, so the
+# only large allocations are the result and the combinations' rows.
+_BLOCK_CELLS = 1 << 19
+
+
+def _step(m: int) -> int:
+    return max(1, _BLOCK_CELLS // max(m, 1))
+
+
+def _combine(parts: list[tuple[np.ndarray, np.ndarray]], a: int, b: int, out: np.ndarray,
+             tmp: np.ndarray) -> None:
+    """In place, ``out`` ``(b - a, m)``: the AND of each part's row for combinations ``a:b``
+    (``parts``: per part its ``(kinds, m)`` rows and each combination's kind)."""
+    for part, (rows, index) in enumerate(parts):
+        if len(rows) == 1:      # one kind (common): a broadcast row, no gather
+            if part == 0:
+                out[...] = rows[0]
+            else:
+                out &= rows[0]
+        elif part == 0:
+            np.take(rows, index[a:b], axis=0, out=out, mode="clip")
+        else:
+            t = tmp[:b - a]
+            np.take(rows, index[a:b], axis=0, out=t, mode="clip")
+            out &= t
+
+
 def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_hour: np.ndarray,
                     unavailable: np.ndarray | None = None) -> np.ndarray:
     """``(n, m)`` bool: offer ``j`` is admitted by spec ``i`` and not marked unavailable.
 
     Args:
         specs: ``n`` job specs. The size, GPU model, location and market parts (the latter
-            without the price limit) are each evaluated once per distinct value among the specs and
-            combined by table lookups; the price limits are one broadcast comparison.
+            without the price limit) are each evaluated once per distinct value among the
+            specs and combined once per distinct combination of the four; a job's row is its
+            combination's with its price limit applied.
         table: the offers' columns (:meth:`OfferTable.from_offers`).
         price_usd_per_hour: ``(m,)`` current prices.
         unavailable: ``(m,)`` bool, offers that must not be used now (capacity errors, a zone
             just reclaimed), or ``None``.
     """
-    m = len(table)
-    out = np.zeros((0, m), bool)
-    keys = [_part_keys(spec) for spec in specs]
+    n, m = len(specs), len(table)
+    combos: dict[tuple, int] = {}
+    combo_of, first = [], []
+    for i, spec in enumerate(specs):
+        k = combos.setdefault(_part_keys(spec), len(combos))
+        if k == len(first):
+            first.append(i)
+        combo_of.append(k)
+    parts = []
     for part, fn in enumerate(_PART_FNS):
         kinds: dict[tuple, int] = {}
-        index = np.array([kinds.setdefault(k[part], len(kinds)) for k in keys], dtype=np.intp)
-        first = {c: i for i, c in reversed(list(enumerate(index.tolist())))}
-        masks = np.array([fn(specs[first[c]], table) for c in range(len(kinds))],
-                         bool).reshape(len(kinds), m)
+        index = np.array([kinds.setdefault(key[part], len(kinds)) for key in combos],
+                         dtype=np.intp)
+        lead = {k: i for i, k in reversed(list(enumerate(index.tolist())))}
+        rows = np.array([fn(specs[first[lead[k]]], table) for k in range(len(kinds))],
+                        bool).reshape(len(kinds), m)
         if part == 0 and unavailable is not None:
-            masks &= ~unavailable[None, :]
-        if part == 0:
-            out = masks[index]
-        else:   # one kind (common for location and market): a broadcast row, no gather
-            out &= masks[0][None, :] if len(kinds) == 1 else masks[index]
+            rows &= ~unavailable[None, :]
+        parts.append((rows, index))
+    step = _step(m)
+    tmp = np.empty((min(n, step), m), bool)
+    # Every job its own combination (numbered in job order): its row is combined in place.
+    direct = len(combos) == n
+    masks = None
+    if not direct:
+        masks = np.empty((len(combos), m), bool)
+        for a in range(0, len(combos), step):
+            b = min(a + step, len(combos))
+            _combine(parts, a, b, masks[a:b], tmp)
     limits = [spec.max_price_usd_per_hour for spec in specs]
-    if any(limit is not None for limit in limits):
+    limited = any(limit is not None for limit in limits)
+    if limited:
         price = np.asarray(price_usd_per_hour, dtype=float)
         cap = np.array([np.inf if limit is None else limit for limit in limits], dtype=float)
-        within = price[None, :] <= cap[:, None]
-        if np.isnan(price).any():
-            # no limit admits any price, even an unknown one
-            within |= np.array([limit is None for limit in limits])[:, None]
-        out &= within
+        # no limit admits any price, even an unknown one
+        free = np.array([limit is None for limit in limits])[:, None] \
+            if np.isnan(price).any() else None
+    out = np.empty((n, m), bool)
+    index = np.array(combo_of, dtype=np.intp)
+    for a in range(0, n, step):
+        b = min(a + step, n)
+        blk = out[a:b]
+        if direct:
+            _combine(parts, a, b, blk, tmp)
+        else:
+            np.take(masks, index[a:b], axis=0, out=blk, mode="clip")
+        if limited:
+            within = np.less_equal(price[None, :], cap[a:b, None], out=tmp[:b - a])
+            if free is not None:
+                within |= free[a:b]
+            blk &= within
     return out
