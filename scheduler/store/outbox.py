@@ -14,7 +14,8 @@ keys of other slots) are instead RPUSHed there to ``keys.job_outbox(job_id)`` as
 
 A writer that dies between 2 and 3 leaves the entry and its dirty id: the job's next write
 applies it (it applies the whole outbox), and :func:`repair` (each reconcile pass) applies
-the outbox of every id dirty for longer than ``grace_ms``.
+the outbox of every id dirty for longer than ``grace_ms``. Repair drops or requeues an id
+only if its score is still the one it read (a live writer may have marked it again).
 
 An op is applied at most once and never undoes a newer one, whoever applies it and in which
 order, by a guard key in the target's slot (``keys.op_once`` / ``keys.op_version``, TTL
@@ -174,29 +175,60 @@ def pending(client: Any, job_id: str) -> list[str]:
     return client.lrange(keys.job_outbox(job_id), 0, -1)
 
 
+# KEYS[1] the dirty zset; ARGV[1] ms now; then (action, id, score read) triples: 'drop'
+# removes the id, 'later' re-scores it to now (back of the queue), each only if its score is
+# still the one read: a writer that marked the same id since (a new write of that version)
+# has a write of its own to finish, or to leave to a later repair.
+_SETTLE_DIRTY_LUA = """
+local done = 0
+for i = 2, #ARGV, 3 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i + 1])
+  if score and tonumber(score) == tonumber(ARGV[i + 2]) then
+    if ARGV[i] == 'drop' then
+      redis.call('ZREM', KEYS[1], ARGV[i + 1])
+    else
+      redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[i + 1])
+    end
+    done = done + 1
+  end
+end
+return done
+"""
+
+
 def repair(client: Any, limit: int = 1000, grace_ms: int = REPAIR_GRACE_MS,
            now_ms: int | None = None) -> int:
     """Apply the outbox of each job with an id dirty for ``grace_ms`` or more (at most
     ``limit`` ids, oldest first) and drop the ids whose outbox is empty (a write that never
-    committed). Returns the ops applied. Raises ``redis.RedisError``."""
+    committed). An id marked again meanwhile (by a live write of that version) is kept for
+    a later pass. A job whose outbox fails to apply has its ids moved to the back of the
+    queue (dirty as of ``now_ms``), so a job that keeps failing delays the others by one
+    pass at most instead of holding the oldest ``limit`` places. Returns the ops applied.
+    Raises ``redis.RedisError``."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    ids = client.zrangebyscore(keys.JOBS_DIRTY, "-inf", now_ms - grace_ms, start=0, num=limit)
+    listed = client.zrangebyscore(keys.JOBS_DIRTY, "-inf", now_ms - grace_ms, start=0,
+                                  num=limit, withscores=True)
     applied = 0
-    stale: list[str] = []
-    for job_id in dict.fromkeys(i.rpartition(":")[0] for i in ids):
+    settle: list[Any] = []
+    by_job: dict[str, list[tuple[str, int]]] = {}
+    for entry_id, score in listed:
+        by_job.setdefault(entry_id.rpartition(":")[0], []).append((entry_id, int(score)))
+    for job_id, ids in by_job.items():
+        action = "drop"
         try:
             entries = pending(client, job_id)
             applied += apply(client, job_id, entries)
         except redis.RedisError:
-            log.warning("job %s: its outbox could not be applied; next pass retries",
+            log.warning("job %s: its outbox could not be applied; a later pass retries",
                         job_id, exc_info=True)
-            continue
-        stale += [i for i in ids if i.rpartition(":")[0] == job_id]
-    if stale:
-        client.zrem(keys.JOBS_DIRTY, *stale)
+            action = "later"
+        for entry_id, score in ids:
+            settle += [action, entry_id, score]
+    if settle:
+        client.eval(_SETTLE_DIRTY_LUA, 1, keys.JOBS_DIRTY, now_ms, *settle)
     if applied:
         log.info("applied %d side writes of %d job writes that stopped after committing",
-                 applied, len(ids))
+                 applied, len(listed))
     return applied
 
 
