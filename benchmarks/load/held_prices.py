@@ -28,10 +28,10 @@ import redis
 
 from benchmarks.load.market import SteadyMarket, job_id
 from benchmarks.load.run import OWNER, seed, start_redis
-from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
-from scheduler.controller.reconcile import reconcile_pass
 from core.models import utcnow
 from core.models.agents import AgentPhase, AgentReport
+from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
+from scheduler.controller.reconcile import reconcile_pass
 from scheduler.poller.offers import OfferPoller
 from scheduler.store import Store
 from scheduler.store.agents import AgentTokens

@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from providers.base import Compute, LaunchRequest
-from scheduler.controller.transitions import client_token
 from core.models import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -30,6 +28,8 @@ from core.models import (
     OfferKey,
     PriceObservation,
 )
+from providers.base import Compute, LaunchRequest
+from scheduler.controller.transitions import client_token
 from scheduler.provider_setup import FACTORIES
 
 NAME = "bench"
