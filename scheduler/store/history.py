@@ -133,15 +133,20 @@ class HistoryStore:
         # (converting is a third of an append's time in Python otherwise).
         ms_of: dict[datetime, int] = {}
         text_of: dict[float, str] = {}
+        series, points = None, {}
         for obs in observations:
+            if obs.series != series:  # a batch usually holds each series' observations together
+                series = obs.series
+                points = by_series[series]
             at, price = obs.observed_at, obs.price_usd_per_hour
-            ms = ms_of.get(at)
-            if ms is None:
+            try:
+                ms = ms_of[at]
+            except KeyError:
                 ms = ms_of[at] = to_ms(at)
-            text = text_of.get(price)
-            if text is None:
-                text = text_of[price] = price_text(price)
-            by_series[obs.series][ms] = text
+            try:
+                points[ms] = text_of[price]
+            except KeyError:
+                points[ms] = text_of[price] = price_text(price)
             given += 1
         for series in seen_until or {}:
             by_series.setdefault(series, {})
@@ -159,13 +164,13 @@ class HistoryStore:
                       seen_until: Mapping[str, datetime], settings: HistorySettings,
                       source: str) -> AppendResult:
         result = AppendResult()
-        retention = [str(int(settings.raw_days * DAY_MS)), str(int(settings.compact_slack_h * HOUR_MS)),
-                     str(settings.raw_max_points)]
+        retention = (f"{source},{int(settings.raw_days * DAY_MS)},"
+                     f"{int(settings.compact_slack_h * HOUR_MS)},{settings.raw_max_points}")
         calls = [([keys.history_raw(series, source), keys.history_meta(series, source),
                    keys.history_hourly(series, source)],
-                  [series, str(to_ms(seen_until[series])) if series in seen_until else "",
-                   ",".join(f"{ms}:{price}" for ms, price in sorted(by_series[series].items())),
-                   source, *retention]) for series in names]
+                  [f"{to_ms(seen_until[series]) if series in seen_until else ''},{retention}",
+                   ",".join([f"{ms}:{price}" for ms, price in sorted(by_series[series].items())])])
+                 for series in names]
         replies = run_pipelined(self._r, self._append, calls)
         read, long_way, new = [], [], []
         for series, reply in zip(names, replies):

@@ -125,10 +125,10 @@ class Compaction:
         first_ms, base = meta.first_ms, None
         if horizon > meta.first_ms:
             first_ms, base = horizon, self._price_at_horizon(meta, horizon, days)
-        args = ["" if meta.rolled_until_ms is None else str(meta.rolled_until_ms), str(cutoff),
-                hashlib.sha1("\n".join(old).encode()).hexdigest(),
-                price_text(points[-1][1]), str(horizon) if base is not None else "",
-                str(first_ms), "" if base is None else price_text(base)]
+        args = [",".join(("" if meta.rolled_until_ms is None else str(meta.rolled_until_ms),
+                          str(cutoff), hashlib.sha1("\n".join(old).encode()).hexdigest(),
+                          price_text(points[-1][1]), str(horizon) if base is not None else "",
+                          str(first_ms), "" if base is None else price_text(base)))]
         for day_ms, parts, _ in days:
             if day_ms >= horizon or base is None:
                 args += [str(day_ms), f"{day_ms // DAY_MS}|" + ";".join(parts)]

@@ -13,16 +13,17 @@ from redis.exceptions import NoScriptError
 # KEYS[1]: raw zset (member "{ms}:{price}", score ms). KEYS[2]: meta hash. KEYS[3]: rollup
 #   zset (one series' keys, one slot: the series indexes are written by the caller, outside,
 #   see history_index).
-# ARGV[1]: the series key (not used by the script; kept so the argument positions stay).
-# ARGV[2]: "seen until" ms, the end of the span the caller observed (may be later than every
-#   point; "" for none).
-# ARGV[3]: the observations "ms:price,ms:price,...", ascending by ms (one argument: packing
+# ARGV[1]: "seen_until,source,raw_window,slack,cap" (one argument: the client's time to pack
+#   a command grows with its argument count, and this runs once per series per append):
+#   - seen_until: "seen until" ms, the end of the span the caller observed (may be later
+#     than every point; "" for none);
+#   - source: the history source ("real", "replay:<market>"); written to the meta hash as
+#     "source" when this call creates the series, so series created before sources existed
+#     (no "source" field) can be told apart;
+#   - raw_window, slack, cap: the raw window (ms), the compaction slack (ms) and the raw point
+#     cap of the retention settings (see history_compaction.due_for_compaction, the same test).
+# ARGV[2]: the observations "ms:price,ms:price,...", ascending by ms (one argument: packing
 #   thousands of arguments costs more than parsing one string).
-# ARGV[4]: the history source ("real", "replay:<market>"); written to the meta hash as
-#   "source" when this call creates the series, so series created before sources existed
-#   (no "source" field) can be told apart.
-# ARGV[5], ARGV[6], ARGV[7]: the raw window (ms), the compaction slack (ms) and the raw point
-#   cap of the retention settings (see history_compaction.due_for_compaction, the same test).
 # An observation older than the rolled-up frontier (meta rolled_until_ms) is "late" and
 # dropped; one equal to the price in force at its time is "unchanged" and not stored; a
 # different price at an existing point's ms replaces it. After an insert in the middle, the
@@ -37,6 +38,8 @@ from redis.exceptions import NoScriptError
 # atomic call: the age cutoff ms; the meta hash as "field<TAB>value<TAB>..."; the raw members
 # before the cutoff, space-separated; the newest rollup blob ("" for none).
 APPEND = """
+local seen_until_text, source, raw_window, slack, cap =
+  string.match(ARGV[1], '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')
 local m = redis.call('HMGET', KEYS[2], 'rolled_until_ms', 'rolled_price', 'first_ms', 'last_seen_ms', 'ix')
 local rolled = tonumber(m[1] or '')
 local rolled_price = m[2] or false
@@ -58,7 +61,17 @@ local function refresh_newest()
   end
 end
 refresh_newest()
-for ms_text, price in string.gmatch(ARGV[3], '(%d+):([^,]+)') do
+-- New changes past the newest point wait here and go in with one ZADD (a call from Lua costs
+-- more than the insert); anything that reads the zset flushes them first. Bounded, as unpack
+-- is by Lua's C stack.
+local pending = {}
+local function flush()
+  if #pending > 0 then
+    redis.call('ZADD', KEYS[1], unpack(pending))
+    pending = {}
+  end
+end
+for ms_text, price in string.gmatch(ARGV[2], '(%d+):([^,]+)') do
   local ms = tonumber(ms_text)
   if rolled and ms < rolled then
     late = late + 1
@@ -66,11 +79,14 @@ for ms_text, price in string.gmatch(ARGV[3], '(%d+):([^,]+)') do
     if newest_price == price then
       unchanged = unchanged + 1
     else
-      redis.call('ZADD', KEYS[1], ms_text, ms_text .. ':' .. price)
+      pending[#pending + 1] = ms_text
+      pending[#pending + 1] = ms_text .. ':' .. price
+      if #pending >= 1000 then flush() end
       stored = stored + 1
       newest_ms, newest_price = ms, price
     end
   else
+    flush()
     local prev = redis.call('ZREVRANGEBYSCORE', KEYS[1], ms_text, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if #prev > 0 and tonumber(prev[2]) == ms and price_of(prev[1]) ~= price then
       redis.call('ZREM', KEYS[1], prev[1])
@@ -95,11 +111,12 @@ for ms_text, price in string.gmatch(ARGV[3], '(%d+):([^,]+)') do
     if not seen or ms > seen then seen = ms end
   end
 end
-local seen_until = tonumber(ARGV[2])
+flush()
+local seen_until = tonumber(seen_until_text)
 if seen_until and first and (not seen or seen_until > seen) then seen = seen_until end
 if first then
   redis.call('HSET', KEYS[2], 'first_ms', string.format('%d', first), 'last_seen_ms', string.format('%d', seen))
-  if created then redis.call('HSET', KEYS[2], 'source', ARGV[4]) end
+  if created then redis.call('HSET', KEYS[2], 'source', source) end
 end
 local to_index = 0
 if first and not indexed then to_index = 1 end
@@ -110,9 +127,9 @@ local count = redis.call('ZCARD', KEYS[1])
 local head = stored .. ',' .. unchanged .. ',' .. late .. ',' .. to_index .. ','
 if oldest_ms < 0 or not seen then return head .. '0' end
 local hour = 3600000
-local by_age = (seen - tonumber(ARGV[5])) - (seen - tonumber(ARGV[5])) % hour
-local cap = tonumber(ARGV[7])
-if not (oldest_ms < by_age - tonumber(ARGV[6]) or count > cap * 1.1) then return head .. '0' end
+local by_age = (seen - tonumber(raw_window)) - (seen - tonumber(raw_window)) % hour
+cap = tonumber(cap)
+if not (oldest_ms < by_age - tonumber(slack) or count > cap * 1.1) then return head .. '0' end
 if count > cap then return head .. '2' end
 local cutoff = string.format('%d', by_age)
 local blob = redis.call('ZRANGE', KEYS[3], -1, -1)
@@ -125,29 +142,33 @@ return table.concat({head .. '1', cutoff,
 # Move the raw points before a cutoff into hourly rollups (computed by the caller), if the
 # series did not change since the caller read it; then drop rollups past retention.
 # KEYS[1]: raw zset. KEYS[2]: rollup zset (day blobs scored by day start ms). KEYS[3]: meta hash.
-# ARGV[1]: rolled_until_ms the caller read ("" when none). ARGV[2]: cutoff ms (an hour boundary).
-# ARGV[3]: sha1 hex of the raw members before the cutoff, joined with "\\n", as read.
-# ARGV[4]: new rolled_price (price in force at the cutoff). ARGV[5]: retention horizon ms (day
-#   start; rollups scored before it are dropped; "" for none). ARGV[6]: new first_ms.
-# ARGV[7]: new base_price (price in force at first_ms when first_ms is not a point; "" none).
-# ARGV[8], ARGV[9], ...: pairs day start ms, day blob (replacing that day's blob).
+# ARGV[1]: "rolled,cutoff,digest,rolled_price,horizon,first_ms,base_price" (one argument, as
+#   APPEND's settings):
+#   - rolled: rolled_until_ms the caller read ("" when none); cutoff: ms (an hour boundary);
+#   - digest: sha1 hex of the raw members before the cutoff, joined with "\\n", as read;
+#   - rolled_price: the new one (price in force at the cutoff); horizon: retention horizon ms
+#     (day start; rollups scored before it are dropped; "" for none); first_ms: the new one;
+#   - base_price: the new one (price in force at first_ms when first_ms is not a point; "" none).
+# ARGV[2], ARGV[3], ...: pairs day start ms, day blob (replacing that day's blob).
 # Returns 1 when applied, 0 when the series changed meanwhile (the caller retries later).
 COMPACT = """
+local read_rolled, cutoff, digest, rolled_price, horizon, first_ms, base_price =
+  string.match(ARGV[1], '^([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*)$')
 local rolled = redis.call('HGET', KEYS[3], 'rolled_until_ms') or ''
-if rolled ~= ARGV[1] then return 0 end
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
-if redis.sha1hex(table.concat(members, '\\n')) ~= ARGV[3] then return 0 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])
-for i = 8, #ARGV, 2 do
+if rolled ~= read_rolled then return 0 end
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. cutoff)
+if redis.sha1hex(table.concat(members, '\\n')) ~= digest then return 0 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. cutoff)
+for i = 2, #ARGV, 2 do
   redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[i], ARGV[i])
   redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
 end
-if ARGV[5] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[5])
+if horizon ~= '' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. horizon)
 end
-redis.call('HSET', KEYS[3], 'rolled_until_ms', ARGV[2], 'rolled_price', ARGV[4], 'first_ms', ARGV[6])
-if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[3], 'base_price', ARGV[7])
+redis.call('HSET', KEYS[3], 'rolled_until_ms', cutoff, 'rolled_price', rolled_price, 'first_ms', first_ms)
+if base_price ~= '' then
+  redis.call('HSET', KEYS[3], 'base_price', base_price)
 end
 return 1
 """
