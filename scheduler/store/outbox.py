@@ -4,7 +4,8 @@ A job write (:mod:`scheduler.store.jobs`) is one WATCH/MULTI over its job's hash
 (``{job_id}``: document, lease, outbox), so it works on Redis Cluster. The side writes it
 used to make in the same MULTI (indexes, event stream, ``/metrics`` figures, owner spend:
 keys of other slots) are instead RPUSHed there to ``keys.job_outbox(job_id)`` as one entry
-``{"id": "<job_id>:<new version>", "ops": [op, ...]}``, and applied once it committed:
+``{"id": "<job_id>:<new version>", "w": "<write id>", "ops": [op, ...]}`` (the write id is
+random: a version may be written twice, see below), and applied once it committed:
 
 1. before the MULTI the writer ZADDs the entry id to ``keys.JOBS_DIRTY`` (score: ms now);
 2. the MULTI writes the job and RPUSHes the entry; its EXEC answers the whole outbox;
@@ -21,7 +22,8 @@ An op is applied at most once and never undoes a newer one, whoever applies it a
 order, by a guard key in the target's slot (``keys.op_once`` / ``keys.op_version``, TTL
 :data:`GUARD_TTL_MS`):
 
-- ``once`` (deltas: XADD, HINCRBY, INCRBYFLOAT): applied if its op id was never applied;
+- ``once`` (deltas: XADD, HINCRBY, INCRBYFLOAT): applied if its op id (entry id, write id,
+  op index) was never applied;
 - ``ver`` (a job's state in a shared key: SADD/SREM of the active set, HSET/HDEL of its
   figures, HSET of its spend in its owner's ledger): applied unless that key holds a newer
   version of the job (the same version again writes the same state), so a slow
@@ -38,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -87,6 +90,10 @@ class Outbox:
     def __init__(self, job_id: str, version: int) -> None:
         self.job_id = job_id
         self.version = version
+        # A version can be written twice: a write acknowledged by a cluster master that died
+        # before replicating it is gone from the promoted master, whose next write of the job
+        # has the same version. Its ``once`` ops must not pass for the lost write's.
+        self.write = secrets.token_hex(6)
         self.ops: list[Op] = []
 
     @property
@@ -106,7 +113,8 @@ class Outbox:
         self.ops.append(["none", target, command, *args])
 
     def entry(self) -> str:
-        return json.dumps({"id": self.entry_id, "ops": self.ops}, separators=(",", ":"))
+        return json.dumps({"id": self.entry_id, "w": self.write, "ops": self.ops},
+                          separators=(",", ":"))
 
 
 def mark_dirty(client: Any, entry_id: str) -> None:
@@ -119,9 +127,11 @@ def _calls(entries: Sequence[str]) -> list[tuple[list[str], list[Any]]]:
     for raw in entries:
         entry = json.loads(raw)
         job_id, _, version = entry["id"].rpartition(":")
+        # Entries queued before writes had their own id ("w") keep their op ids.
+        write_id = f"{entry['id']}:{entry['w']}" if "w" in entry else entry["id"]
         for index, (guard, target, command, *args) in enumerate(entry["ops"]):
             if guard == "once":
-                guard_key = keys.op_once(target, f"{entry['id']}:{index}")
+                guard_key = keys.op_once(target, f"{write_id}:{index}")
             elif guard == "ver":
                 guard_key = keys.op_version(target, job_id)
             else:
