@@ -8,7 +8,8 @@ jobs, drives one agent heartbeat per job every 2 s (``agents.py``: every ``--api
 through the API, the others written to Redis as the API writes them), and after a warm-up
 measures for ``--seconds``:
 
-- reconcile pass latency p50/p99/max per replica (every pass timed in the process),
+- reconcile pass latency p50/p99/max per replica (every pass timed in the process) and the
+  pass thread's CPU time p50/p99,
 - daemon CPU (% of one core, user+system, from /proc via psutil) and peak RSS per replica,
 - agent report latency p50/p99 and errors,
 - how the jobs split between replicas (per-job control leases held at the end),
@@ -236,7 +237,9 @@ def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
     per_replica = []
     for i in range(replicas):
         rows = [line.split() for line in pass_files[i].read_text().splitlines()]
-        durations = np.array([float(d) for s, d, _ in rows if t0 <= float(s) <= t1] or [np.nan])
+        window = [row for row in rows if t0 <= float(row[0]) <= t1]
+        durations = np.array([float(row[1]) for row in window] or [np.nan])
+        pass_cpu = np.array([float(row[3]) for row in window] or [np.nan])
         cpu = (cpu1[i].user + cpu1[i].system - cpu0[i].user - cpu0[i].system) / (t1 - t0)
         errors, first_error = log_errors(homes[i] / "daemon.log")
         per_replica.append({
@@ -244,6 +247,8 @@ def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
             "pass_p50_ms": float(np.nanpercentile(durations, 50) * 1000),
             "pass_p99_ms": float(np.nanpercentile(durations, 99) * 1000),
             "pass_max_ms": float(np.nanmax(durations) * 1000),
+            "pass_cpu_p50_ms": float(np.nanpercentile(pass_cpu, 50) * 1000),
+            "pass_cpu_p99_ms": float(np.nanpercentile(pass_cpu, 99) * 1000),
             "cpu_pct": 100 * cpu, "peak_rss_mib": peak_rss[i] / 2**20,
             "jobs_leased": lease_holders.get(holders[i], 0),
             "log_errors": errors, "first_error": first_error,
@@ -261,7 +266,9 @@ def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
 
 
 def render(results: list[dict], args, command: str, commit: str) -> str:
-    """Markdown: the setup, then one table of passes per replica and one of the rest."""
+    """Markdown: the setup, then one table of passes per replica and one of the rest (rows by
+    backend, then replica count; measured in the order of ``results``)."""
+    results = sorted(results, key=lambda r: (args.backend.index(r["backend"]), r["replicas"]))
     lines = [
         f"- command: `{command}` at commit {commit}",
         (f"- machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
@@ -274,18 +281,22 @@ def render(results: list[dict], args, command: str, commit: str) -> str:
          "Real daemon processes (API, pollers, reconcile loop, orphan sweep); `single` = one "
          "redis-server, `cluster` = 3 masters"
          + (f" with {args.cluster_replicas} replica(s) each" if args.cluster_replicas else
-            ", no replicas") + ", every store call through the product's cluster client."),
+            ", no replicas") + ", every store call through the product's cluster client. "
+         "Measured alternately (for each replica count, each backend in turn), every backend "
+         "up for the whole run."),
         "",
         ("| backend | replicas | replica | jobs leased | passes | pass p50 ms | pass p99 ms "
-         "| pass max ms | CPU % of a core | peak RSS MiB | log errors |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+         "| pass max ms | pass CPU p50 / p99 ms | daemon CPU % of a core | peak RSS MiB "
+         "| log errors |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for res in results:
         for i, r in enumerate(res["per_replica"]):
             lines.append(
                 f"| {res['backend']} | {res['replicas']} | {i + 1} | {r['jobs_leased']} "
                 f"| {r['passes']} | {r['pass_p50_ms']:.0f} | {r['pass_p99_ms']:.0f} "
-                f"| {r['pass_max_ms']:.0f} | {r['cpu_pct']:.0f} | {r['peak_rss_mib']:.0f} "
+                f"| {r['pass_max_ms']:.0f} | {r['pass_cpu_p50_ms']:.0f} / "
+                f"{r['pass_cpu_p99_ms']:.0f} | {r['cpu_pct']:.0f} | {r['peak_rss_mib']:.0f} "
                 f"| {r['log_errors']} |")
     lines += ["", ("| backend | replicas | Redis CPU % | agents CPU % | API reports | errors "
                    "| report p50 ms | report p99 ms | heartbeat write errors | jobs no replica held "
@@ -330,18 +341,20 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip() or "(unknown)"
     workdir = Path(tempfile.mkdtemp(prefix="ga-load-"))
-    results = []
+    results, backends = [], []
     try:
-        # Backends one after the other (not at once): each measurement has the cores to itself.
         for name in args.backend:
-            backend = start_backend(name, workdir, args.cluster_replicas)
-            try:
-                for n in args.replicas:
-                    results.append(run_config(backend, n, args, workdir))
-                    print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-            finally:
-                backend.stop()
+            backends.append(start_backend(name, workdir, args.cluster_replicas))
+        # Every backend is up for the whole run (an idle one costs next to no CPU), and the
+        # measurements alternate between them: a change of the machine's load during the run
+        # then falls on both sides of a comparison rather than on one backend's rows.
+        for n in args.replicas:
+            for backend in backends:
+                results.append(run_config(backend, n, args, workdir))
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     finally:
+        for backend in backends:
+            backend.stop()
         text = render(results, args, command, commit) if results else ""
         print(text)
         if args.out and text:
