@@ -28,8 +28,8 @@ from providers.catalog.gpus import AWS_GPU_TYPES
 from scheduler.services.history_stats import Accumulator, split_by_hour_of_day
 from scheduler.store import Store
 from scheduler.store import history_sources as sources
-from scheduler.store.history import SeriesMeta, from_ms, to_ms
-from scheduler.store.rollups import Piece, PieceColumns
+from scheduler.store.history import HistoryStore, SeriesMeta, from_ms, to_ms
+from scheduler.store.rollups import Piece
 
 GROUPINGS = ("series", "zone", "region", "provider", "hour-of-day")
 _GROUP_FIELDS: dict[str, tuple[str, ...]] = {
@@ -255,8 +255,7 @@ def query(store: Store, *, since: str | None = "30d", until: str | None = None,
                 pieces, changes = history.pieces(meta, *span)
                 _accumulate_by_hour(src, pieces, changes, divisor, groups, labels)
             else:
-                columns, changes = history.piece_columns(meta, *span)
-                _accumulate(by, src, key, info, columns, changes, divisor, groups, labels)
+                _accumulate(by, src, key, info, meta, span, divisor, groups, labels, history)
     rows = [{**labels[g], **stats, "source": g[0]} for g, acc in groups.items()
             if (stats := acc.result())]  # source last: columns of CSV output stay where they were
     rows.sort(key=lambda r: (r.get("hour", 0), r["p50"], r.get("series_key", ""), r["source"]))
@@ -287,8 +286,9 @@ def _outside(metas: list[SeriesMeta]) -> dict[str, Any]:
 
 
 def _accumulate(by: str, source: str, key: OfferKey, info: dict[str, Any] | None,
-                pieces: PieceColumns, changes: int, divisor: float,
-                groups: dict[tuple, Accumulator], labels: dict[tuple, dict[str, Any]]) -> None:
+                meta: SeriesMeta, span: tuple[int, int], divisor: float,
+                groups: dict[tuple, Accumulator], labels: dict[tuple, dict[str, Any]],
+                history: HistoryStore) -> None:
     values = {"provider": key.provider, "region": key.region, "zone": key.zone,
               "instance_type": key.instance_type, "market": key.market.value}
     group = (source,) + tuple(values[f] for f in _GROUP_FIELDS[by])
@@ -297,7 +297,12 @@ def _accumulate(by: str, source: str, key: OfferKey, info: dict[str, Any] | None
         label["series_key"] = key.series()
         label.update({k: (info or {}).get(k) for k in ("gpu_model", "gpu_count", "vram_gib")})
     labels[group] = label
-    groups[group].add_columns(pieces, changes, divisor)
+    # Both paths add the same values in the same order; columns pay off once rolled-up days
+    # are read (hundreds of hours), objects are cheaper for a few raw points.
+    if meta.rolled_until_ms is not None and span[0] < meta.rolled_until_ms:
+        groups[group].add_columns(*history.piece_columns(meta, *span), divisor)
+    else:
+        groups[group].add(*history.pieces(meta, *span), divisor)
 
 
 def _accumulate_by_hour(source: str, pieces: list[Piece], changes: int, divisor: float,
