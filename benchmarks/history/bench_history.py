@@ -11,7 +11,8 @@ on 6379):
    a day, several times what the real 2019-2020 AWS dumps show, ~1 a day). Reports
    observations/s over the year and per quarter (history ageing: compaction starts after 30
    days), Redis ``used_memory`` growth, bytes per observation and per stored change.
-   With ``--baseline REF`` (default: the commit before the series index) the same phase runs
+   With ``--baseline REF`` (default: the commit before the columnar queries and the one-pass
+   compaction) the same phase runs
    again in a subprocess on ``git archive REF`` of this repository: the ratio is the figure.
    ``--rounds`` (2) runs of each alternate; ``--concurrent`` runs the two at the same time
    instead (each its own process and redis-server), so both meet the same machine load.
@@ -52,8 +53,9 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 # Stated bound: a series-year at ~6 changes a day (30 days raw, the rest hourly rollups) stays
 # under 200 KB of Redis memory.
 MEMORY_BOUND_BYTES = 200_000
-# The commit before the series index and the one-round-trip append: the previous approach.
-BASELINE_REF = "cbaae67"
+# The commit before the columnar queries, the one-pass compaction and the one-argument
+# script settings: the previous approach (run 4's code).
+BASELINE_REF = "d361377"
 REPO = Path(__file__).resolve().parents[2]
 
 
