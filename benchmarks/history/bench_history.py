@@ -86,14 +86,17 @@ def ingest(store: Store, n: int, days: int, change_p: float, hourly: bool) -> di
     history = store.offers.history
     given = stored = 0
     per_day = []
+    cpu = 0.0
     for day in range(days):
         batch = day_batch(day, n, prices, rng, change_p, hourly)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         result = history.append(batch)
         per_day.append(time.perf_counter() - started)
+        cpu += time.process_time() - cpu_started
         given += result.given
         stored += result.stored
-    return {"given": given, "stored": stored, "seconds": sum(per_day), "per_day": per_day}
+    return {"given": given, "stored": stored, "seconds": sum(per_day), "per_day": per_day,
+            "cpu_seconds": cpu}
 
 
 def ingest_phase(args: argparse.Namespace, directory: Path) -> dict[str, object]:
@@ -358,6 +361,10 @@ def _print_ingest(args: argparse.Namespace, ing: dict, base: dict | None) -> Non
         f"**{rate:,.0f} obs/s** ({ing['seconds']:.1f} s in append; runs: {every(ing)})",
         f"{base_rate:,.0f} obs/s ({base['seconds']:.1f} s; runs: {every(base)})" if base else "",
         f"{rate / base_rate:.2f}×" if base else "")
+    cpu_us = lambda run: f"{run['cpu_seconds'] / run['given'] * 1e6:.2f} µs" if "cpu_seconds" in run else "?"  # noqa: E731
+    row("client CPU in append per observation (process time)", cpu_us(ing),
+        cpu_us(base) if base else "",
+        f"{base['cpu_seconds'] / ing['cpu_seconds']:.2f}×" if base and "cpu_seconds" in base else "")
     now_q = quarters(ing["per_day"], args.series)
     base_q = quarters(base["per_day"], args.series) if base else []
     for k, q in enumerate(now_q):
