@@ -51,6 +51,25 @@ class Pairs:
         np.subtract(flat, cols, out=cols)
         return cls(rows, cols, flat, n, m, bounds[ids], ids, lengths)
 
+    def where(self, keep: np.ndarray) -> Pairs:
+        """The pairs ``keep`` (bool ``(P,)``) selects, in order: :meth:`of` the mask with the
+        other pairs' cells False, without searching the ``(n, m)`` mask again."""
+        if not len(keep):
+            return self
+        per_run = np.add.reduceat(keep, self.starts, dtype=np.intp)
+        some = per_run > 0
+        lengths = per_run[some]
+        ids = self.ids[some]
+        at = flatnonzero(keep)
+        return Pairs(np.repeat(ids, lengths), self.cols[at], self.flat[at], self.n, self.m,
+                     np.cumsum(lengths) - lengths, ids, lengths)
+
+    def split(self, by: np.ndarray) -> tuple[Pairs, Pairs]:
+        """``(pairs whose offer is not by, pairs whose offer is by)`` (``by``: bool ``(m,)``,
+        e.g. ``is_spot``), each :meth:`where` of its side."""
+        side = by[self.cols]
+        return self.where(~side), self.where(side)
+
     def row(self, values: np.ndarray) -> np.ndarray:
         """``(P,)`` per-job values ``(n,)`` at the pairs (``values[rows]``, by runs: faster)."""
         return np.repeat(values[self.ids], self.lengths)
@@ -78,19 +97,34 @@ class Pairs:
 
     def any(self, sel: np.ndarray | None) -> np.ndarray:
         """``(n,)`` bool: the job has a selected pair (``sel``, bool ``(P,)``; ``None``: any)."""
+        out = np.zeros(self.n, bool)
         if sel is None:
-            out = np.zeros(self.n, bool)
             out[self.ids] = True
-            return out
-        return np.bincount(self.rows[sel], minlength=self.n) > 0
+        elif len(sel):
+            out[self.ids] = np.logical_or.reduceat(sel, self.starts)
+        return out
 
-    def _min(self, rows: np.ndarray, values: np.ndarray, fill,
-             starts: np.ndarray | None = None) -> np.ndarray:
-        """``(n,)`` minimum of ``values`` per job over pairs of ``rows`` (sorted, their runs
-        beginning at ``starts``), ``fill`` for a job without any; ``nan`` propagates."""
+    def _runs(self, sel: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+        """``(at, ids, lengths, starts)`` of the pairs ``sel`` selects (bool ``(P,)``; ``None``:
+        all, ``at`` then ``None``): their indices and, per job that has some, its id, how many
+        and where its run begins among them."""
+        if sel is None:
+            return None, self.ids, self.lengths, self.starts
+        if not len(sel):
+            none = np.zeros(0, np.intp)
+            return none, none, none, none
+        per_run = np.add.reduceat(sel, self.starts, dtype=np.intp)
+        some = np.flatnonzero(per_run)
+        lengths = per_run[some]
+        return flatnonzero(sel), self.ids[some], lengths, np.cumsum(lengths) - lengths
+
+    def _min(self, rows: np.ndarray, values: np.ndarray, fill) -> np.ndarray:
+        """``(n,)`` minimum of ``values`` per job over pairs of ``rows`` (sorted), ``fill`` for
+        a job without any; ``nan`` propagates."""
         out = np.full(self.n, fill, dtype=values.dtype)
         if len(rows):
-            starts = _starts(rows) if starts is None else starts
+            starts = _starts(rows)
             out[rows[starts]] = np.minimum.reduceat(values, starts)
         return out
 
@@ -102,15 +136,15 @@ class Pairs:
         near-tie). Returns ``(offer index, value)`` ``(n,)``: :data:`NO_OFFER` and the best
         where that is not finite (``inf`` without any selected pair, ``nan`` when one is
         ``nan``)."""
-        if sel is None:
-            rows, v, cols, starts = self.rows, values, self.cols, self.starts
-        else:
-            rows, v, cols, starts = self.rows[sel], values[sel], self.cols[sel], None
-        best = self._min(rows, v, np.inf, starts)
+        at, ids, lengths, starts = self._runs(sel)
+        v, cols = (values, self.cols) if at is None else (values[at], self.cols[at])
+        best = np.full(self.n, np.inf, dtype=v.dtype)
+        if len(v):
+            best[ids] = np.minimum.reduceat(v, starts)
         ok = np.isfinite(best)
         tol = 1e-9 * np.maximum(np.abs(np.where(ok, best, 0.0)), 1.0)
-        near = np.flatnonzero(v <= (self.row(best + tol) if sel is None else (best + tol)[rows]))
-        near_rows = rows[near]
+        near = np.flatnonzero(v <= np.repeat((best + tol)[ids], lengths))
+        near_rows = ids[np.searchsorted(starts, near, side="right") - 1]
         taken = ok[near_rows]
         idx = np.full(self.n, NO_OFFER)
         if not (np.bincount(near_rows[taken], minlength=self.n) > 1).any():
@@ -133,19 +167,27 @@ class Pairs:
         idx, cost = self.pick(finish, in_time if sel is None else sel & in_time, rank)
         late = (idx == NO_OFFER) & self.any(sel)
         if late.any():
+            # the late jobs' selected pairs only
             sub = self.row(late) if sel is None else sel & self.row(late)
+            at, ids, lengths, starts = self._runs(sub)
+            s = speed[at]
             with np.errstate(divide="ignore", invalid="ignore"):
-                hours = self.row(remaining) / np.where(speed > 0, speed, np.nan)
-            h = np.where(sub & np.isfinite(hours), hours, np.inf)
-            first = self._min(self.rows[sub], h[sub], np.inf)
-            near = sub & (h <= self.row(first + 1e-9 * np.maximum(np.abs(first), 1.0)))
+                hours = np.repeat(remaining[ids], lengths) / np.where(s > 0, s, np.nan)
+            h = np.where(np.isfinite(hours), hours, np.inf)
+            first = np.full(self.n, np.inf)
+            if len(h):
+                first[ids] = np.minimum.reduceat(h, starts)
+            bound = first + 1e-9 * np.maximum(np.abs(first), 1.0)
+            near = np.zeros(len(sub), bool)
+            near[at] = h <= np.repeat(bound[ids], lengths)
             i2, c2 = self.pick(finish, near, rank)
             idx[late], cost[late] = i2[late], c2[late]
         return idx, cost
 
 
-# Below this many cells a mask is searched in one pass.
-_WORDS_FROM = 1 << 16
+# Cells of the mask searched at a time (a multiple of 8): the temporaries of one chunk stay in
+# the core's cache and are reused from chunk to chunk.
+_CHUNK = 1 << 18
 
 
 def flatnonzero(mask: np.ndarray) -> np.ndarray:
@@ -153,17 +195,26 @@ def flatnonzero(mask: np.ndarray) -> np.ndarray:
 
     At 10 % density or less (typical of candidate pairs) numpy searches from each True cell
     to the next, a call per cell that costs more than reading every byte (what it does above
-    10 %). Here it reads which 8-byte words hold a True cell, then the bytes of those words
-    only: both denser than the mask, so read in one pass each."""
-    if mask.size < _WORDS_FROM or mask.size % 8 or not mask.flags.c_contiguous \
-            or mask.dtype != np.bool_:
+    10 %). Here, chunk by chunk, it reads which 8-byte words hold a True cell, then the bytes
+    of those words only (at least 1 in 8 True): both read byte by byte, in one pass each."""
+    if mask.size < _CHUNK or not mask.flags.c_contiguous or mask.dtype != np.bool_:
         return np.flatnonzero(mask)
-    words = mask.reshape(-1).view(np.uint64)
-    hit = np.flatnonzero(words != 0)
-    pos = np.flatnonzero(words[hit].view(np.bool_))
-    out = hit[pos >> 3]
-    out <<= 3
-    out += pos & 7
+    cells = mask.reshape(-1)
+    whole = cells.size - cells.size % 8
+    words = cells[:whole].view(np.uint64)
+    out = np.empty(np.count_nonzero(cells), np.intp)
+    k = 0
+    for s in range(0, whole, _CHUNK):
+        chunk = words[s >> 3:(s + _CHUNK) >> 3]
+        hit = np.flatnonzero(chunk != 0)
+        pos = np.flatnonzero(chunk[hit].view(np.bool_))
+        found = hit[pos >> 3]
+        found <<= 3
+        found += pos & 7
+        found += s
+        out[k:k + len(found)] = found
+        k += len(found)
+    out[k:] = np.flatnonzero(cells[whole:]) + whole
     return out
 
 

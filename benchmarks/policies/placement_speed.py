@@ -1,8 +1,10 @@
 """Benchmark: decision speed of placing 1,000 pending jobs against 10,000 offers.
 
 One decision = what the daemon's placement step does for all pending jobs at once: evaluate
-every job's constraints against every offer (:func:`policies.eligibility.eligible_matrix`),
-assemble the views, and run :func:`policies.decisions.decide_placement`. The offer table
+every job's constraints against every offer (:func:`policies.eligibility.eligible_matrix`,
+offers without capacity passed as ``unavailable``, so that its matrix is the view's
+``available`` as in :func:`scheduler.controller.policy_inputs.inputs_many`), assemble the
+views, and run :func:`policies.decisions.decide_placement`. The offer table
 (:meth:`OfferTable.from_offers`) is built once per offer poll, so it is timed separately.
 
 Synthetic but shaped like real catalogs: 10,000 offers over 3 providers, 12 regions, 36 zones,
@@ -107,6 +109,7 @@ def market_inputs(table: OfferTable, n: int, rng: np.random.Generator) -> dict:
 
 def market_view(table: OfferTable, prices: np.ndarray, eligible: np.ndarray,
                 inputs: dict) -> MarketView:
+    """The view over ``eligible`` (``(n, m)``, offers without capacity already refused)."""
     n, m = eligible.shape
     spot = AvailabilityStats(up_age_h=inputs["up_age_h"], down_age_h=np.zeros(m),
                              mean_up_h=inputs["mean_up_h"], mean_down_h=inputs["mean_down_h"],
@@ -118,7 +121,7 @@ def market_view(table: OfferTable, prices: np.ndarray, eligible: np.ndarray,
                              mean_up_h=np.full(n, 3.0), mean_down_h=np.full(n, 1.0),
                              frac=np.full(n, 0.7))
     return MarketView(offers=table, price_usd_per_hour=prices,
-                      available=eligible & inputs["capacity"], offer_stats=stats, pool_stats=pool)
+                      available=eligible, offer_stats=stats, pool_stats=pool)
 
 
 def jobs_view(n: int, rng: np.random.Generator) -> JobView:
@@ -133,7 +136,7 @@ def one_decision(path: str, specs, table, prices, capacity, jobs, speed) -> tupl
     """``(wall s, CPU s, decision)`` of one placement step on the given inputs."""
     eligible_matrix, decide_placement = PATHS[path]
     w0, c0 = time.perf_counter(), time.process_time()
-    eligible = eligible_matrix(specs, table, prices)
+    eligible = eligible_matrix(specs, table, prices, ~capacity["capacity"])
     market = market_view(table, prices, eligible, capacity)
     if speed is not None:
         market = with_speed(market, speed)

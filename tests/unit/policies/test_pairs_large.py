@@ -1,5 +1,5 @@
-"""Pairs on masks the size of a real placement (the word-wise search of policies.pairs
-takes over from numpy's above 65,536 cells): the same pairs as numpy's one-pass search and the
+"""Pairs on masks the size of a real placement (the chunked search of policies.pairs
+takes over from numpy's from 262,144 cells): the same pairs as numpy's one-pass search and the
 row-major layout Pairs documents, and eligibility on a catalog that large as the reference."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policies import eligibility, pairs
+from policies import decisions, eligibility, pairs
 from policies.eligibility import eligible_matrix
 from policies.pairs import Pairs
 from policies.views import OfferTable
@@ -25,7 +25,7 @@ def _mask(rng: np.random.Generator, n: int, m: int, density: float) -> np.ndarra
 
 
 @pytest.mark.parametrize("density", [0.0, 0.001, 0.04, 0.09, 0.3, 0.5])
-@pytest.mark.parametrize("shape", [(200, 1000), (70, 997), (1, 70000), (300, 1)])
+@pytest.mark.parametrize("shape", [(600, 1000), (301, 997), (1, 300003), (300, 1)])
 def test_flatnonzero_is_numpys(density, shape):
     rng = np.random.default_rng(int(density * 1000) + shape[1])
     mask = _mask(rng, *shape, density)
@@ -39,8 +39,8 @@ def test_flatnonzero_is_numpys(density, shape):
 
 def test_flatnonzero_counts_any_nonzero_byte():
     rng = np.random.default_rng(1)
-    raw = (rng.random(1 << 17) < 0.05).astype(np.uint8) * rng.integers(1, 255, 1 << 17,
-                                                                        dtype=np.uint8)
+    size = 1 << 19
+    raw = (rng.random(size) < 0.05).astype(np.uint8) * rng.integers(1, 255, size, dtype=np.uint8)
     mask = raw.view(np.bool_)
     assert np.array_equal(pairs.flatnonzero(mask), np.flatnonzero(raw))
 
@@ -48,7 +48,7 @@ def test_flatnonzero_counts_any_nonzero_byte():
 @pytest.mark.parametrize("density", [0.0, 0.04, 0.3])
 def test_pairs_of_a_large_mask_is_row_major(density):
     rng = np.random.default_rng(7)
-    n, m = 400, 1200
+    n, m = 400, 1201
     mask = _mask(rng, n, m, density)
     pr = Pairs.of(mask)
     rows, cols = np.nonzero(mask)
@@ -84,3 +84,56 @@ def test_eligibility_on_a_large_catalog_is_the_reference():
             got = eligible_matrix(some, table, prices, off)
             assert got.shape == (len(some), 3000) and 0 < got.mean() < 1
             assert np.array_equal(got, ref.eligible_matrix(some, table, prices, off))
+
+
+@pytest.mark.parametrize("shape", [(400, 1201), (25, 80), (3, 1), (0, 5)])
+def test_where_and_split_are_of_the_narrowed_mask(shape):
+    rng = np.random.default_rng(shape[1])
+    n, m = shape
+    mask = _mask(rng, n, m, 0.1)
+    by = rng.random(m) < 0.6
+    pr = Pairs.of(mask)
+    keep = rng.random(len(pr.rows)) < 0.7
+    narrowed = np.zeros_like(mask)
+    narrowed[pr.rows[keep], pr.cols[keep]] = True
+    halves = pr.split(by)
+    for got, want in ((pr.where(keep), narrowed), (pr.where(np.zeros(len(keep), bool)), None),
+                      (halves[0], mask & ~by), (halves[1], mask & by)):
+        want = Pairs.of(np.zeros_like(mask) if want is None else want)
+        for name in ("rows", "cols", "flat", "starts", "ids", "lengths"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        assert (got.n, got.m) == (want.n, want.m)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_picks_are_the_dense_picks(seed):
+    """pick, deadline_pick and any on pairs against decisions' dense versions, with near-ties,
+    nan costs, unusable speeds and jobs late everywhere."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.choice([1, 30, 300])), int(rng.choice([1, 7, 900]))
+    mask = _mask(rng, n, m, float(rng.choice([0.05, 0.4])))
+    pr = Pairs.of(mask)
+    p = len(pr.rows)
+    finish = rng.choice([1.0, 1.0 + 1e-12, 2.0, 3.0, np.nan], p, p=[0.3, 0.2, 0.2, 0.29, 0.01])
+    speed = rng.choice([0.5, 1.0, 2.0, 0.0, -1.0, np.nan], p, p=[0.3, 0.3, 0.3, 0.04, 0.03, 0.03])
+    in_time = rng.random(p) < 0.3
+    remaining = rng.uniform(1.0, 10.0, n)
+    rank = rng.permutation(m)
+    sel = rng.random(p) < 0.6
+
+    def dense(values, fill):
+        out = np.full((n, m), fill, dtype=np.asarray(values).dtype)
+        out[pr.rows, pr.cols] = values
+        return out
+
+    for s in (None, sel):
+        mask_s = mask if s is None else dense(s, False)
+        got = pr.pick(finish, s, lambda: rank)
+        want = decisions._pick(dense(finish, 0.0), mask_s, rank)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)
+        assert np.array_equal(pr.any(s), mask_s.any(axis=1))
+        got = pr.deadline_pick(remaining, finish, speed, in_time, s, lambda: rank)
+        want = decisions._deadline_pick(remaining, dense(finish, 0.0), dense(speed, 1.0),
+                                        dense(in_time, False), mask_s, rank)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)
