@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -24,12 +25,11 @@ _NO_RANK = np.iinfo(np.int64).max
 @dataclass(frozen=True)
 class Pairs:
     """``P`` (job, offer) pairs of an ``(n, m)`` grid, row-major: ``rows``, ``cols`` ``(P,)``;
-    ``flat``: their indices into the raveled grid; ``starts``: where each job's run of pairs
-    begins, ``ids`` its job and ``lengths`` its length."""
+    :attr:`flat`: their indices into the raveled grid; ``starts``: where each job's run of
+    pairs begins, ``ids`` its job and ``lengths`` its length."""
 
     rows: np.ndarray
     cols: np.ndarray
-    flat: np.ndarray
     n: int
     m: int
     starts: np.ndarray
@@ -49,7 +49,15 @@ class Pairs:
         rows = np.repeat(ids, lengths)
         cols = rows * m
         np.subtract(flat, cols, out=cols)
-        return cls(rows, cols, flat, n, m, bounds[ids], ids, lengths)
+        return cls(rows, cols, n, m, bounds[ids], ids, lengths)
+
+    @cached_property
+    def flat(self) -> np.ndarray:
+        """``(P,)`` indices of the pairs into the raveled grid (made when first asked for:
+        only per-(job, offer) arrays are read through them, and the pairs are many)."""
+        flat = self.rows * self.m
+        flat += self.cols
+        return flat
 
     def where(self, keep: np.ndarray) -> Pairs:
         """The pairs ``keep`` (bool ``(P,)``) selects, in order: :meth:`of` the mask with the
@@ -61,7 +69,7 @@ class Pairs:
         lengths = per_run[some]
         ids = self.ids[some]
         at = flatnonzero(keep)
-        return Pairs(np.repeat(ids, lengths), self.cols[at], self.flat[at], self.n, self.m,
+        return Pairs(np.repeat(ids, lengths), self.cols[at], self.n, self.m,
                      np.cumsum(lengths) - lengths, ids, lengths)
 
     def split(self, by: np.ndarray) -> tuple[Pairs, Pairs]:
