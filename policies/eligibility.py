@@ -81,17 +81,14 @@ def _kind(spec: JobSpec, table: OfferTable) -> np.ndarray:
     return ok
 
 
-def _rule_key(rule: AllowDeny) -> tuple:
-    return tuple(rule.allow), tuple(rule.deny)
-
-
 def _part_keys(spec: JobSpec) -> tuple[tuple, tuple | None, tuple, tuple]:
     """Keys of the size, GPU model, location and market parts: every field each reads, except
     the price limit (checked per job)."""
-    res = spec.resources
+    res, providers, regions, zones = spec.resources, spec.providers, spec.regions, spec.zones
     return ((res.gpu_count, res.min_vram_gib, res.min_vcpus, res.min_memory_gib, res.nodes),
-            None if not res.gpu_models else tuple(res.gpu_models),
-            (_rule_key(spec.providers), _rule_key(spec.regions), _rule_key(spec.zones)),
+            tuple(res.gpu_models) if res.gpu_models else None,
+            (tuple(providers.allow), tuple(providers.deny), tuple(regions.allow),
+             tuple(regions.deny), tuple(zones.allow), tuple(zones.deny)),
             (spec.market, spec.max_interruption_risk))
 
 
@@ -148,12 +145,10 @@ def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_h
     """
     n, m = len(specs), len(table)
     combos: dict[tuple, int] = {}
-    combo_of, first = [], []
-    for i, spec in enumerate(specs):
-        k = combos.setdefault(_part_keys(spec), len(combos))
-        if k == len(first):
-            first.append(i)
-        combo_of.append(k)
+    combo_of = np.array([combos.setdefault(_part_keys(spec), len(combos)) for spec in specs],
+                        dtype=np.intp)
+    # the first job of each combination (numbered in order of first appearance)
+    first = np.unique(combo_of, return_index=True)[1]
     parts = []
     for part, fn in enumerate(_PART_FNS):
         kinds: dict[tuple, int] = {}
@@ -184,14 +179,13 @@ def eligible_matrix(specs: Sequence[JobSpec], table: OfferTable, price_usd_per_h
         free = np.array([limit is None for limit in limits])[:, None] \
             if np.isnan(price).any() else None
     out = np.empty((n, m), bool)
-    index = np.array(combo_of, dtype=np.intp)
     for a in range(0, n, step):
         b = min(a + step, n)
         blk = out[a:b]
         if direct:
             _combine(parts, a, b, blk, tmp)
         else:
-            np.take(masks, index[a:b], axis=0, out=blk, mode="clip")
+            np.take(masks, combo_of[a:b], axis=0, out=blk, mode="clip")
         if limited:
             within = np.less_equal(price[None, :], cap[a:b, None], out=tmp[:b - a])
             if free is not None:
