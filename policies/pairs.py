@@ -59,25 +59,6 @@ class Pairs:
         flat += self.cols
         return flat
 
-    def where(self, keep: np.ndarray) -> Pairs:
-        """The pairs ``keep`` (bool ``(P,)``) selects, in order: :meth:`of` the mask with the
-        other pairs' cells False, without searching the ``(n, m)`` mask again."""
-        if not len(keep):
-            return self
-        per_run = np.add.reduceat(keep, self.starts, dtype=np.intp)
-        some = per_run > 0
-        lengths = per_run[some]
-        ids = self.ids[some]
-        at = flatnonzero(keep)
-        return Pairs(np.repeat(ids, lengths), self.cols[at], self.n, self.m,
-                     np.cumsum(lengths) - lengths, ids, lengths)
-
-    def split(self, by: np.ndarray) -> tuple[Pairs, Pairs]:
-        """``(pairs whose offer is not by, pairs whose offer is by)`` (``by``: bool ``(m,)``,
-        e.g. ``is_spot``), each :meth:`where` of its side."""
-        side = by[self.cols]
-        return self.where(~side), self.where(side)
-
     def row(self, values: np.ndarray) -> np.ndarray:
         """``(P,)`` per-job values ``(n,)`` at the pairs (``values[rows]``, by runs: faster)."""
         return np.repeat(values[self.ids], self.lengths)
@@ -204,13 +185,17 @@ def flatnonzero(mask: np.ndarray) -> np.ndarray:
     At 10 % density or less (typical of candidate pairs) numpy searches from each True cell
     to the next, a call per cell that costs more than reading every byte (what it does above
     10 %). Here, chunk by chunk, it reads which 8-byte words hold a True cell, then the bytes
-    of those words only (at least 1 in 8 True): both read byte by byte, in one pass each."""
+    of those words only (at least 1 in 8 True): both read byte by byte, in one pass each.
+    Denser masks are left to numpy."""
     if mask.size < _CHUNK or not mask.flags.c_contiguous or mask.dtype != np.bool_:
         return np.flatnonzero(mask)
     cells = mask.reshape(-1)
+    count = np.count_nonzero(cells)
+    if count > 0.1 * cells.size:
+        return np.flatnonzero(cells)
     whole = cells.size - cells.size % 8
     words = cells[:whole].view(np.uint64)
-    out = np.empty(np.count_nonzero(cells), np.intp)
+    out = np.empty(count, np.intp)
     k = 0
     for s in range(0, whole, _CHUNK):
         chunk = words[s >> 3:(s + _CHUNK) >> 3]

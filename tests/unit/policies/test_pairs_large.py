@@ -86,26 +86,6 @@ def test_eligibility_on_a_large_catalog_is_the_reference():
             assert np.array_equal(got, ref.eligible_matrix(some, table, prices, off))
 
 
-@pytest.mark.parametrize("shape", [(400, 1201), (25, 80), (3, 1), (0, 5)])
-def test_where_and_split_are_of_the_narrowed_mask(shape):
-    rng = np.random.default_rng(shape[1])
-    n, m = shape
-    mask = _mask(rng, n, m, 0.1)
-    by = rng.random(m) < 0.6
-    pr = Pairs.of(mask)
-    keep = rng.random(len(pr.rows)) < 0.7
-    narrowed = np.zeros_like(mask)
-    narrowed[pr.rows[keep], pr.cols[keep]] = True
-    halves = pr.split(by)
-    for got, want in ((pr.where(keep), narrowed), (pr.where(np.zeros(len(keep), bool)), None),
-                      (halves[0], mask & ~by), (halves[1], mask & by)):
-        want = Pairs.of(np.zeros_like(mask) if want is None else want)
-        for name in ("rows", "cols", "flat", "starts", "ids", "lengths"):
-            a, b = getattr(got, name), getattr(want, name)
-            assert a.dtype == b.dtype and np.array_equal(a, b), name
-        assert (got.n, got.m) == (want.n, want.m)
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_picks_are_the_dense_picks(seed):
     """pick, deadline_pick and any on pairs against decisions' dense versions, with near-ties,
