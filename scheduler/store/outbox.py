@@ -157,17 +157,44 @@ def _run_all(client: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]
     for index, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):
             keys_, args = calls[index]
-            replies[index] = client.eval(_APPLY_LUA, len(keys_), *keys_, *args)
-        elif isinstance(reply, Exception):
-            raise reply
+            try:
+                replies[index] = client.eval(_APPLY_LUA, len(keys_), *keys_, *args)
+            except redis.ResponseError as exc:
+                if not _never_applies(exc):
+                    raise
+                replies[index] = exc
+        if isinstance(replies[index], Exception):
+            if not _never_applies(replies[index]):
+                raise replies[index]
+            keys_, args = calls[index]
+            log.error("side write %s %s failed and is dropped (it would fail on every "
+                      "retry): %s", args[3], keys_[0], replies[index])
+            replies[index] = 0
     return replies
+
+
+# Errors an op gets again on every retry (a key of another type, a figure that is not a
+# number): retrying would keep the job's whole outbox, growing by one entry per write of
+# the job, each write re-sending all of it. Anything else (a failover, OOM, READONLY,
+# BUSY) may pass: the op is retried.
+# (Matched anywhere: a script's error wraps the command's, differently by Redis version.)
+_DETERMINISTIC = ("WRONGTYPE", "hash value is not", "value is not a valid float",
+                  "value is not an integer", "would produce NaN or Infinity")
+
+
+def _never_applies(error: Exception) -> bool:
+    text = str(error)
+    return isinstance(error, redis.ResponseError) and any(s in text for s in _DETERMINISTIC)
 
 
 def apply(client: Any, job_id: str, entries: Sequence[str]) -> int:
     """Apply the ops of ``entries`` (raw outbox entries of ``job_id``, oldest first), then
     drop those entries from the outbox and their ids from the dirty set. Returns the ops
-    that changed something (guarded ops not skipped, plain ops that added something). Raises ``redis.RedisError`` (nothing is dropped then: a retry
-    or :func:`repair` applies what is left, each op still at most once)."""
+    that changed something (guarded ops not skipped, plain ops that added something). An
+    op that fails in a way no retry changes (a key of another type: WRONGTYPE; a figure
+    that is not a number) is logged at ERROR and dropped. Raises ``redis.RedisError`` for
+    any other failure (nothing is dropped then: a retry or :func:`repair` applies what is
+    left, each op still at most once)."""
     if not entries:
         return 0
     replies = _run_all(client, _calls(entries))
