@@ -32,6 +32,8 @@ JOB_LOG_MAX_LINE_BYTES = 4096
 LOG_LINE_CUT_MARKER = " …[line cut]"
 # Job ids read per round trip when listing one owner's jobs (JobStore.list).
 OWNER_SCAN_PAGE = 500
+# Tries of a create whose transaction lost its connection (a failover) with nothing stored.
+_CREATE_ATTEMPTS = 3
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +78,28 @@ class JobStore:
         return JobStore(self._r, lease, ttl_s)
 
     def create(self, job: Job) -> Job:
-        """Store a new job. Raises :class:`JobExistsError` if the id is taken."""
+        """Store a new job. Raises :class:`JobExistsError` if the id is taken,
+        :class:`StaleJobError` when its slot lost the connection on every try."""
         job = job.model_copy(update={"version": 1})
-        with transaction(self._r) as pipe:
-            try:
-                pipe.watch(keys.job(job.id))
-                if pipe.exists(keys.job(job.id)):
-                    raise JobExistsError(job.id)
-                entries = self._commit(pipe, job)
-            except redis.WatchError as exc:
-                raise JobExistsError(job.id) from exc
+        for _ in range(_CREATE_ATTEMPTS):
+            with transaction(self._r) as pipe:
+                try:
+                    pipe.watch(keys.job(job.id))
+                    if pipe.exists(keys.job(job.id)):
+                        raise JobExistsError(job.id)
+                    entries = self._commit(pipe, job)
+                    break
+                except redis.WatchError as exc:
+                    # Another create of the id, or the connection was lost (a failover)
+                    # before or after our EXEC: the stored document tells which.
+                    stored = self._r.get(keys.job(job.id))
+                    if stored == job.model_dump_json():
+                        entries = outbox.pending(self._r, job.id)
+                        break
+                    if stored is not None:
+                        raise JobExistsError(job.id) from exc
+        else:
+            raise StaleJobError(f"job {job.id}: its slot kept failing over; submit again")
         self._apply(job.id, entries)
         after_commit(None, job)
         return job

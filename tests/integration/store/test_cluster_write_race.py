@@ -90,3 +90,17 @@ def test_a_fenced_write_whose_lease_was_taken_during_a_failover_is_refused(
         redis_cluster.restart_killed()
         a.close()
         b.close()
+
+
+def test_a_create_whose_watch_died_in_a_failover_is_stored_not_refused(
+        redis_cluster, monkeypatch):
+    client = connect(redis_cluster.url)
+    try:
+        _fail_over_during(monkeypatch, redis_cluster, "race-3", lambda: None)
+        job = Store.over(client).jobs.create(_job("race-3"))
+        assert job.version == 1
+        assert JobStore(client).get("race-3").version == 1
+        assert Store.over(client).jobs.active_ids() == ["race-3"]
+    finally:
+        redis_cluster.restart_killed()
+        client.close()
