@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
              "robust": robust}))
     by_key = {s.key: s for s in trace_sets.settings()}
     data = {k: {"source": trace_sets.SET_SOURCES[by_key[k].trace_set],
-                "zones": [(z, trace_sets.describe(trace_sets.load(p)))
+                "zones": [(z, Path(p).name, trace_sets.describe(trace_sets.load(p)))
                           for z, p in by_key[k].files]} for k in keys}
     (args.out / "RESULTS.md").write_text(report.markdown(
         rows, robust, meta, DEADLINES_H, data, trace_sets.left_out()))

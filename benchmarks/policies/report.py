@@ -28,6 +28,7 @@ POLICY_ORDER = (OURS, *BASELINES, "omniscient")
 MODES = ("single", "multi")
 TIE = 5e-4   # normalised-cost difference below which two policies tie (e.g. both all-spot)
 P95_LIMIT = 1.005
+GAP_EPS = 1e-9   # a gap this small is float noise of a cost equal to the optimum's
 CLAIMS = ("gap", "cost", "p95", "misses")
 CLAIM_TEXT = {
     "gap": "gap to optimum ≤ ½ × Uniform Progress's",
@@ -80,7 +81,8 @@ def setting_claims(rows: list[dict]) -> list[dict]:
     for tset, mode, name in _settings(rows):
         for d in deadlines:
             a, up = idx[(tset, name, d, OURS)], idx[(tset, name, d, UP)]
-            ga, gu = a["gap_to_optimum"], up["gap_to_optimum"]
+            ga, gu = (0.0 if abs(g) < GAP_EPS else g
+                      for g in (a["gap_to_optimum"], up["gap_to_optimum"]))
             ratio = ga / gu if gu > 0 else float("nan")
             fair = [b for b in BASELINES if idx[(tset, name, d, b)]["misses"] == 0]
             cheaper = [b for b in fair if idx[(tset, name, d, b)]["cost_mean"] < a["cost_mean"] - TIE]
@@ -159,8 +161,8 @@ def _failures(rows: list[dict], tset: str) -> list[str]:
             continue
         where = f"{c['setting']}, {c['deadline_h']} h"
         if not c["gap"]:
-            out.append(f"- {where}: gap {_fmt_gap(c['gap_ours'])} vs Uniform Progress "
-                       f"{_fmt_gap(c['gap_up'])} (ratio "
+            out.append(f"- {where}: gap {100 * c['gap_ours']:+.3g} % vs Uniform Progress "
+                       f"{100 * c['gap_up']:+.3g} % (ratio "
                        + ("–" if not math.isfinite(c["ratio"]) else f"{c['ratio']:.2f}") + ")")
         if not c["cost"]:
             rivals = ", ".join(f"{b} {v:.4f}" for b, v in c["cheaper"])
@@ -286,21 +288,33 @@ def _robust_tables(rows: list[dict], robust: list[dict], meta: dict) -> list[str
 
 
 def _data_table(meta: dict, data: dict) -> list[str]:
-    out = ["| trace set | source | setting | trace h | up (raw) | up (ticks) | drops raw → at "
-           "ticks | runs |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    out = ["| trace set | source | trace | hours | available (raw) | available (tick starts) "
+           "| drops raw → at tick starts |", "|---|---|---|---:|---:|---:|---:|"]
+    seen = set()
     for key, info in data.items():
-        tset, name = key.split("/", 1)
-        for zone, d in info["zones"]:
-            out.append(f"| {tset} | {info['source']} | {name} ({zone}) | {d['hours']:.1f} | "
+        tset = key.split("/", 1)[0]
+        for zone, name, d in info["zones"]:
+            if (tset, name) in seen:
+                continue
+            seen.add((tset, name))
+            out.append(f"| {tset} | {info['source']} | {name} | {d['hours']:.1f} | "
                        f"{d['up_raw']:.1%} | {d['up_ticks']:.1%} | {d['drops_raw']} → "
-                       f"{d['drops_ticks']} | {meta['runs'][key]} |")
+                       f"{d['drops_ticks']} |")
+    runs: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for key, n in meta["runs"].items():
+        tset, name = key.split("/", 1)
+        runs[(tset, n)].append(name)
+    out += ["", "Runs (start ticks) per setting and deadline: " + "; ".join(
+        f"{tset} {n}" + ("" if len(names) == sum(1 for k in meta["runs"] if k.startswith(tset + "/"))
+                         else f" ({', '.join(names)})")
+        for (tset, n), names in runs.items()) + "."]
     return out + [""]
 
 
 def markdown(rows: list[dict], robust: list[dict], meta: dict, deadlines: tuple[int, ...],
              data: dict | None = None, left_out: list[str] | None = None) -> str:
-    """The whole RESULTS.md. ``data``: per setting key, ``{"source", "zones": [(zone,
-    describe-dict)]}``; ``left_out``: bullets for the data not used."""
+    """The whole RESULTS.md. ``data``: per setting key, ``{"source", "zones": [(zone, file
+    name, trace_sets.describe dict)]}``; ``left_out``: bullets for the data not used."""
     agg = aggregate(rows)
     dl = list(deadlines)
     policy_state = ("**with uncommitted changes in policies/ on disk**" if meta["policy_dirty"]

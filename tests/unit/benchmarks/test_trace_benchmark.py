@@ -79,3 +79,17 @@ def test_a_tie_is_no_loss_and_up_at_the_optimum_gives_no_ratio():
                     report.UP: {"gap_to_optimum": 0.0}})
     (c,) = report.setting_claims(rows)
     assert c["cost"] and c["gap"] and math.isnan(c["ratio"])
+
+
+def test_knob_neighbours_are_the_knobs_the_policy_reads():
+    from policies.decisions import PolicyConfig
+
+    variants, notes = cbl_traces.knob_variants((0.5, 1.5))
+    knobs = {k for over in variants.values() for k in over}
+    assert {"reserve_factor", "on_demand_band_h", "migration_margin"} <= knobs
+    base = PolicyConfig()
+    for over in variants.values():
+        ((knob, value),) = over.items()
+        assert value in (getattr(base, knob) * 0.5, getattr(base, knob) * 1.5)
+    # booleans are switches, not numeric knobs with neighbours
+    assert "same_zone_strict" not in knobs
