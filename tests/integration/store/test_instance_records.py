@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from core.models import Job, JobState, utcnow
+from core.models.agents import AgentPhase, AgentReport
 from providers.replay import ReplayProvider, shutdown_cloud
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.daemon import Daemon, DaemonSettings
-from core.models import Job, JobState, utcnow
-from core.models.agents import AgentPhase, AgentReport
 from tests.factories.jobs import spec
 from tests.integration.controller.conftest import controller_context
 

@@ -10,9 +10,9 @@ import logging
 
 import pytest
 
+from core.models import Job, JobState, utcnow
 from scheduler.controller.reconcile import reconcile_pass
 from scheduler.daemon import Daemon, DaemonSettings
-from core.models import Job, JobState, utcnow
 from scheduler.store import LeaseLostError, keys
 from scheduler.timing import JOB_LEASE_TTL_S, RECONCILER_ACTIVE_WINDOW_S
 from tests.factories.jobs import spec

@@ -4,8 +4,8 @@ Real Redis; the daemon is constructed (not run) over it."""
 
 from __future__ import annotations
 
-from scheduler.daemon import Daemon, DaemonSettings
 from core.models import PriceObservation
+from scheduler.daemon import Daemon, DaemonSettings
 from scheduler.store import Store
 from tests.factories.offers import T0, offer
 
