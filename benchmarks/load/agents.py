@@ -8,7 +8,8 @@ under load. The other jobs' heartbeats are written straight to Redis as the API 
 also having to serve 500 requests a second on the same two cores (measured apart: see
 RESULTS.md).
 
-Prints one JSON line at the end: API requests sent, errors, report latency p50/p99 (ms),
+Prints one JSON line at the end: API requests sent, errors (and how many of each kind),
+report latency p50/p99 (ms),
 heartbeats written to Redis and the writes that failed. ``--redis-url`` is any form
 :func:`scheduler.store.connection.connect` takes (one server or a cluster).
 """
@@ -74,6 +75,7 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
     agents = AgentStore(connect(redis_url))  # one server or a cluster, as the API's
     latencies: list[float] = []
     errors = 0
+    error_kinds: dict[str, int] = {}  # "HTTP <status>: <body head>" or the exception's name
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=10, limits=limits) as client:
         async def beat(n: int) -> None:
@@ -87,8 +89,12 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
                     "Authorization": f"Bearer {tokens.issue(job_id(n), 1)}"})
                 if r.status_code != 200:
                     errors += 1
-            except httpx.HTTPError:
+                    kind = f"HTTP {r.status_code}: {r.text[:120]}"
+                    error_kinds[kind] = error_kinds.get(kind, 0) + 1
+            except httpx.HTTPError as exc:
                 errors += 1
+                kind = type(exc).__name__
+                error_kinds[kind] = error_kinds.get(kind, 0) + 1
             latencies.append((time.perf_counter() - t0) * 1000)
 
         start = time.monotonic()
@@ -115,6 +121,7 @@ async def run(urls: list[str], jobs: int, seconds: float, secret: bytes, redis_u
     lat = np.array(latencies) if latencies else np.zeros(1)
     return {"sent": len(latencies) + unanswered, "errors": errors + unanswered,
             "unanswered": unanswered, "written": written, "write_errors": write_errors[0],
+            "error_kinds": error_kinds,
             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99))}
 
 

@@ -15,8 +15,8 @@ measures for ``--seconds``:
 - how the jobs split between replicas (per-job control leases held at the end),
 - that the steady state held: every job still running, no launches,
 - the Redis side: CPU of the redis-server processes (all nodes of a cluster together),
-- errors: failed agent reports and heartbeat writes, and ERROR/Traceback lines in each
-  replica's log (the first one shown).
+- errors: failed agent reports (by kind) and heartbeat writes, and ERROR/Traceback and
+  WARNING lines in each replica's log (the first one shown).
 
 Jobs are seeded through :class:`scheduler.store.Store` over the backend's URL, and the replicas
 and the agents' load generator get that URL (``REDIS_URL``): on the cluster every store call
@@ -149,11 +149,14 @@ def seed(url: str, jobs: int, offers: int) -> None:
                               on_demand_reference_usd_per_hour=offer.on_demand_price_usd_per_hour))
 
 
-def log_errors(log: Path) -> tuple[int, str]:
-    """``(count, first)`` of the ERROR and Traceback lines of a replica's log."""
-    bad = [line.strip() for line in log.read_text(errors="replace").splitlines()
-           if "ERROR" in line or line.startswith("Traceback")]
-    return len(bad), (bad[0][:200] if bad else "")
+def log_errors(log: Path) -> tuple[int, int, str]:
+    """``(errors, warnings, first)``: the ERROR and Traceback lines of a replica's log, its
+    WARNING lines, and the first of either."""
+    lines = log.read_text(errors="replace").splitlines()
+    bad = [line.strip() for line in lines if "ERROR" in line or line.startswith("Traceback")]
+    warned = [line.strip() for line in lines if "WARNING" in line]
+    first = (bad or warned or [""])[0]
+    return len(bad), len(warned), first[:200]
 
 
 def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
@@ -241,7 +244,7 @@ def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
         durations = np.array([float(row[1]) for row in window] or [np.nan])
         pass_cpu = np.array([float(row[3]) for row in window] or [np.nan])
         cpu = (cpu1[i].user + cpu1[i].system - cpu0[i].user - cpu0[i].system) / (t1 - t0)
-        errors, first_error = log_errors(homes[i] / "daemon.log")
+        errors, warnings, first_error = log_errors(homes[i] / "daemon.log")
         per_replica.append({
             "passes": int(np.isfinite(durations).sum()),
             "pass_p50_ms": float(np.nanpercentile(durations, 50) * 1000),
@@ -251,7 +254,7 @@ def run_config(backend: Backend, replicas: int, args, workdir: Path) -> dict:
             "pass_cpu_p99_ms": float(np.nanpercentile(pass_cpu, 99) * 1000),
             "cpu_pct": 100 * cpu, "peak_rss_mib": peak_rss[i] / 2**20,
             "jobs_leased": lease_holders.get(holders[i], 0),
-            "log_errors": errors, "first_error": first_error,
+            "log_errors": errors, "log_warnings": warnings, "first_error": first_error,
         })
     agents_cpu = (agents_cpu1.user + agents_cpu1.system - agents_cpu0.user
                   - agents_cpu0.system) / (t1 - t0)
@@ -287,7 +290,7 @@ def render(results: list[dict], args, command: str, commit: str) -> str:
         "",
         ("| backend | replicas | replica | jobs leased | passes | pass p50 ms | pass p99 ms "
          "| pass max ms | pass CPU p50 / p99 ms | daemon CPU % of a core | peak RSS MiB "
-         "| log errors |"),
+         "| log errors / warnings |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for res in results:
@@ -297,7 +300,7 @@ def render(results: list[dict], args, command: str, commit: str) -> str:
                 f"| {r['passes']} | {r['pass_p50_ms']:.0f} | {r['pass_p99_ms']:.0f} "
                 f"| {r['pass_max_ms']:.0f} | {r['pass_cpu_p50_ms']:.0f} / "
                 f"{r['pass_cpu_p99_ms']:.0f} | {r['cpu_pct']:.0f} | {r['peak_rss_mib']:.0f} "
-                f"| {r['log_errors']} |")
+                f"| {r['log_errors']} / {r['log_warnings']} |")
     lines += ["", ("| backend | replicas | Redis CPU % | agents CPU % | API reports | errors "
                    "| report p50 ms | report p99 ms | heartbeat write errors | jobs no replica held "
                    "| job states at the end | /proc/loadavg before → after |"),
@@ -314,8 +317,14 @@ def render(results: list[dict], args, command: str, commit: str) -> str:
     firsts = [(res["backend"], res["replicas"], i + 1, r["first_error"])
               for res in results for i, r in enumerate(res["per_replica"]) if r["first_error"]]
     if firsts:
-        lines += ["", "First error line of each replica log that had one:", ""]
+        lines += ["", "First error (else warning) line of each replica log that had one:", ""]
         lines += [f"- {b} × {n}, replica {i}: `{e}`" for b, n, i, e in firsts]
+    kinds = [(res["backend"], res["replicas"], res["agents"].get("error_kinds", {}))
+             for res in results if res["agents"].get("error_kinds")]
+    if kinds:
+        lines += ["", "Failed API reports by kind:", ""]
+        lines += [f"- {b} × {n}: " + "; ".join(f"{v} × `{k}`" for k, v in sorted(k.items()))
+                  for b, n, k in kinds]
     return "\n".join(lines) + "\n"
 
 
