@@ -16,6 +16,7 @@ Snippets that read the shared real-data folder are skipped with a reason when it
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -28,8 +29,8 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from scheduler.cli.main import app
 from core.config import REPO_ROOT, shared_data_dir
+from scheduler.cli.main import app
 
 README = REPO_ROOT / "README.md"
 
@@ -287,12 +288,31 @@ def test_command_snippet_is_a_real_command(snippet, line):
     tokens = shlex.split(line)
     if "GA_DATA_DIR" in line:
         _needs_shared_data(line)
+    if tokens[0] == "export":
+        _check_variables(tokens[1:2], where)
+        return
+    # VAR=value prefixes set documented variables for one command; "&" runs it in the background
+    assigned = [t for t in itertools.takewhile(lambda t: re.match(r"^[A-Z_]+=", t), tokens)]
+    _check_variables(assigned, where)
+    tokens = tokens[len(assigned):]
+    tokens = tokens[:-1] if tokens and tokens[-1] == "&" else tokens
     if tokens[0] == "schedctl":
         _check_schedctl(tokens[1:], where)
     elif tokens[0] == "python3":
         _check_python(tokens, where)
+    elif tokens[0] == "bash":
+        assert (REPO_ROOT / tokens[1]).is_file(), f"{where}: no script {tokens[1]}"
     else:
         pytest.fail(f"{where}: {tokens[0]}: teach this test to check it")
+
+
+def _check_variables(assignments: list[str], where: str) -> None:
+    """Each ``NAME=value`` names a variable of the README's configuration table."""
+    table = TEXT[TEXT.index("## Configuration"):]
+    table = table[:table.index("\n\n", table.index("| variable |"))]
+    for assignment in assignments:
+        name = assignment.partition("=")[0]
+        assert f"`{name}`" in table, f"{where}: {name} is not in the Configuration table"
 
 
 def test_the_checker_catches_wrong_commands():
