@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.models import OfferKey, PriceObservation
 from providers.catalog.dumps import parse_spot_history_json, parse_spot_tsv
 from providers.catalog.provider import offers_from_entries
 from providers.catalog.reader import parse_catalog
-from core.models import OfferKey, PriceObservation
 from scheduler.store import Store
 from scheduler.store.rollups import AppendResult
 

@@ -12,11 +12,11 @@ import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.api.app import create_app
 from scheduler.checkpoints.checkpoints import commit_checkpoint
 from scheduler.checkpoints.local import LocalObjectStore
 from scheduler.cli.main import app as cli
-from core.models import Job, JobState, Placement, PlacementEnd, utcnow
 from scheduler.services import costs
 from scheduler.services.history_import import import_path
 from scheduler.store.agents import AgentTokens

@@ -25,7 +25,7 @@ def _as_legacy(store) -> None:
         store.redis.hdel(keys.history_meta(series), "source")
 
 
-def test_replayed_legacy_series_move_to_their_market_and_real_ones_stay(store, data_dir, replay):
+def test_replayed_legacy_series_move_to_their_market_and_real_ones_stay(store, data_dir, replay):  # noqa: F811
     now = utcnow()
     import_path(store, data_dir / DUMPS / "us-east-1")  # real: holds SERIES with 2020 prices
     store.offers.append_prices([  # what an older daemon on the replayed market wrote

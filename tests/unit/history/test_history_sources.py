@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from scheduler.store import keys
-from scheduler.store.history_sources import REAL, for_market, label, matching, parse_selector
+from scheduler.store.history_sources import (
+    REAL,
+    for_market,
+    label,
+    matching,
+    parse_selector,
+)
 
 S = "aws/us-east-1/us-east-1c/p3.2xlarge/spot"
 
