@@ -15,9 +15,11 @@ def direct_store(home: Path | None):
     (unless a daemon uses it by then). Raises :class:`CliError` when Redis cannot be reached."""
     from core.config import home_dir
     from scheduler.store import Store
-    from scheduler.store.connection import connect
+    from scheduler.store.connection import RedisUrlError, connect
 
     try:
         return Store.over(connect(home=home or home_dir(), stop_on_exit=True))
-    except Exception as exc:  # connection refused, embedded server failed to start
+    except RedisUrlError as exc:  # its message names REDIS_URL and what is wrong with it
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # the embedded server failed to start
         raise CliError(f"cannot reach Redis: {exc}") from None

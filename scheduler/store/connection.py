@@ -67,7 +67,9 @@ RedisClient = redis.Redis | RedisCluster
 
 
 class RedisUrlError(ConfigError):
-    """``REDIS_URL`` (or the URL given) is not one of the forms :func:`connect` takes. A
+    """``REDIS_URL`` (or the URL given) is not one of the forms :func:`connect` takes, or,
+    well-formed, names no Redis that can be used when :func:`connect` runs (nothing answers,
+    a cluster node behind a plain URL, a service the sentinels do not know). A
     :class:`~scheduler.daemon_config.ConfigError` (so a ``ValueError``): the daemon's command
     reports it as a configuration error, without a traceback."""
 
@@ -101,14 +103,15 @@ def connect(redis_url: str | None = None, home: Path | None = None,
             unless a daemon holds ``home``'s ``daemon.lock`` then (for short CLI commands).
 
     Raises:
-        RedisUrlError: the URL is malformed (the message names ``REDIS_URL``).
-        redis.ConnectionError: the server, every startup node of a cluster (or its slot
-            map is incomplete), or every sentinel cannot be reached.
+        RedisUrlError: the URL is malformed, or nothing usable answers there: the server,
+            every startup node of a cluster (or its slot map is incomplete) or every sentinel
+            cannot be reached, a plain URL names a cluster node, the sentinels know no such
+            service (the message names ``REDIS_URL``, the password hidden).
         RuntimeError: the embedded server failed to start (its log file is named).
     """
     url = redis_url or os.environ.get("REDIS_URL")
     if url:
-        client = client_for_url(url)
+        return _checked(client_for_url, url)
     else:
         if home is None:
             from core.config import home_dir
@@ -121,6 +124,38 @@ def connect(redis_url: str | None = None, home: Path | None = None,
     return client
 
 
+def _checked(make, url: str) -> RedisClient:
+    """``make(url)``, pinged; a plain URL must not name a cluster node (its keys would be
+    MOVED elsewhere). Raises :class:`RedisUrlError` saying what the URL reached."""
+    where = f"REDIS_URL={_redacted(url)!r}"
+    try:
+        client = make(url)
+        client.ping()
+        if isinstance(client, redis.Redis) and _cluster_enabled(client):
+            raise RedisUrlError(f"{where} is a node of a Redis Cluster; use "
+                                "redis+cluster://host:port[,host:port...]")
+    except redis.sentinel.MasterNotFoundError as exc:
+        raise RedisUrlError(f"{where}: the sentinels name no master: {exc}") from None
+    except redis.ResponseError as exc:
+        if "sentinel" in str(exc).lower():
+            raise RedisUrlError(f"{where}: a listed address is not a sentinel ({exc}); list "
+                                "the sentinels' addresses, not the data nodes'") from None
+        raise RedisUrlError(f"{where}: Redis refused to serve: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        message = str(exc).removeprefix(f"{where}: ")
+        raise RedisUrlError(f"{where}: cannot connect: {message}") from None
+    return client
+
+
+def _cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the server has cluster mode on (False where INFO is not allowed, as on some
+    managed services)."""
+    try:
+        return str(client.info("cluster").get("cluster_enabled", 0)) == "1"
+    except redis.ResponseError:
+        return False
+
+
 def client_for_url(url: str) -> RedisClient:
     """The client of ``url`` (a form of the module docstring), not yet connected (a cluster
     client does connect: it reads the slot map). Raises :class:`RedisUrlError`."""
@@ -129,11 +164,15 @@ def client_for_url(url: str) -> RedisClient:
         return _cluster_client(url, _CLUSTER_SCHEMES[scheme])
     if scheme in _SENTINEL_SCHEMES:
         return _sentinel_client(url, _SENTINEL_SCHEMES[scheme])
+    forms = ("redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "
+             "redis+sentinel:// or rediss+sentinel://")
+    if scheme not in ("redis", "rediss", "unix"):
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: unknown scheme {scheme!r}; "
+                            f"expected {forms}")
     try:
         return redis.Redis.from_url(url, health_check_interval=30, **_client_options())
     except ValueError as exc:
-        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {exc}; expected redis://, "
-                            "rediss://, unix://, redis+cluster:// or redis+sentinel://") from None
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: {exc}") from None
 
 
 # Query options whose value is a secret (redis-py's and ours): masked in error messages.
@@ -172,6 +211,8 @@ def _split_hosts(url: str, plain_scheme: str) -> tuple[list[tuple[str, int]], st
     if cut_login and ("@" not in parts.query or "=" not in query_head):
         raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: the user name or password holds "
                             "'/', '?' or '#'; percent-encode them (%2F, %3F, %23)")
+    if not hostlist.strip(", "):
+        raise RedisUrlError(f"REDIS_URL={_redacted(url)!r}: no host:port given")
     addresses = []
     for item in hostlist.split(","):
         host, colon, port = item.strip().rpartition(":")

@@ -214,7 +214,8 @@ class LeasedTask:
     lease expires, so another replica takes the task over within ``ttl_s``.
 
     ``ttl_s`` should cover a few intervals of the task, so a slow run does not lose it.
-    Calling the task returns ``fn``'s result, or ``None`` when skipped or Redis is down.
+    Calling the task returns ``fn``'s result, or ``None`` when skipped or Redis is down (also
+    when ``fn`` meets it down: logged as one WARNING line, not raised).
     """
 
     def __init__(self, leases: Leases, key: str, ttl_s: float, fn: Callable[..., Any],
@@ -229,4 +230,17 @@ class LeasedTask:
         except redis.RedisError as exc:
             log.warning("%s skipped, Redis unavailable: %s", self.key, exc)
             return None
-        return self.fn(*self.args)
+        try:
+            return self.fn(*self.args)
+        except _UNAVAILABLE as exc:
+            # A failover or an outage under way: the next run tries again. Other errors
+            # (a bug, a refused command) keep their traceback.
+            log.warning("%s stopped, Redis unavailable: %s: %s", self.key, type(exc).__name__,
+                        exc)
+            return None
+
+
+# What a run meets while Redis, a cluster slot or a Sentinel master is away or moving.
+_UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError,
+                redis.exceptions.TryAgainError, redis.exceptions.ReadOnlyError,
+                redis.exceptions.MasterDownError)

@@ -3,9 +3,11 @@ another replica took the job) can no longer write the job."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
+import redis
 
 from core.models import Job, JobState, utcnow
 from scheduler.controller.context import AgentBootstrap, Context, ProviderRegistry
@@ -14,6 +16,7 @@ from scheduler.store import LeaseLostError, Leases, StaleJobError, Store, keys, 
 from scheduler.store.agents import AgentTokens
 from scheduler.store.leases import LeasedTask
 from tests.factories.jobs import spec
+from tests.fixtures.redis_server import free_port
 
 
 def _job(store: Store, job_id: str = "j") -> Job:
@@ -117,6 +120,23 @@ def test_a_leased_task_runs_on_one_replica_and_moves_when_its_owner_is_gone(redi
     _expire(redis_client, key)  # a died; its lease ran out
     b(), a()
     assert runs == ["a", "a", "b"]
+
+
+def test_a_leased_task_that_meets_redis_gone_logs_one_line_and_a_bug_still_raises(
+        redis_client, caplog):
+    # A client of a server that is not there (a master mid-failover), without retries.
+    gone = redis.Redis(port=free_port(), socket_connect_timeout=1, retry_on_error=[],
+                       retry=None)
+    task = LeasedTask(Leases(redis_client, "a"), keys.lease("gone"), 30, gone.get, "k")
+    with caplog.at_level(logging.WARNING, logger="scheduler.store.leases"):
+        assert task() is None
+    (record,) = [r for r in caplog.records if "Redis unavailable" in r.getMessage()]
+    assert record.exc_info is None and "ConnectionError" in record.getMessage()
+    redis_client.set("ga:test:a-string", "1")
+    wrong = LeasedTask(Leases(redis_client, "a"), keys.lease("wrong"), 30,
+                       redis_client.lpush, "ga:test:a-string", "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        wrong()
 
 
 def test_two_replicas_split_the_jobs_evenly(redis_client):
