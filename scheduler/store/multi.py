@@ -66,7 +66,7 @@ def run_script_many(client: Any, script: Script,
     # The cluster pipeline blocks its evalsha method but routes a raw EVALSHA by its keys.
     with client.pipeline(transaction=False) as pipe:
         for keys, args in calls:
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            queue_evalsha(pipe, client, script.sha, keys, args)
         replies = pipe.execute(raise_on_error=False)
     for index, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):
@@ -75,6 +75,20 @@ def run_script_many(client: Any, script: Script,
         elif isinstance(reply, Exception):
             raise reply
     return replies
+
+
+def queue_evalsha(pipe: Any, client: Any, sha: str, keys: Sequence[str],
+                  args: Sequence[Any]) -> None:
+    """Queue ``EVALSHA sha`` of ``keys`` and ``args`` on ``pipe`` (a pipeline of ``client``).
+    On a cluster the call goes to the node that serves its first key's slot in the slot map
+    the client holds: left to route it, redis-py's cluster pipeline asks a node ``COMMAND
+    GETKEYS`` for every queued script, one round trip each, before sending any. (A slot that
+    moved meanwhile answers MOVED, and the pipeline's retry routes the call by its keys.)"""
+    if keys and is_cluster(client):
+        pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args,
+                             target_nodes=client.get_node_from_key(keys[0]))
+    else:
+        pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
 
 
 # What ends a cluster transaction's WATCH: its connection, or its slot, went elsewhere.

@@ -48,7 +48,7 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError
 
-from scheduler.store import keys
+from scheduler.store import keys, multi
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _run_all(client: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]
     Raises ``redis.RedisError``: the first error a call got."""
     with client.pipeline(transaction=False) as pipe:
         for keys_, args in calls:
-            pipe.execute_command("EVALSHA", _APPLY_SHA, len(keys_), *keys_, *args)
+            multi.queue_evalsha(pipe, client, _APPLY_SHA, keys_, args)
         replies = pipe.execute(raise_on_error=False)
     for index, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):

