@@ -93,7 +93,9 @@ class AgentStore:
         """
         key = keys.agent_report(report.job_id, report.attempt, report.rank)
         slim = report.model_copy(update={"log_lines": []})
-        with self._r.pipeline(transaction=True) as pipe:
+        # A watch that a failover cuts raises WatchError on a cluster too (multi.transaction):
+        # a retried SET on the promoted master could put a heartbeat over a final report.
+        with multi.transaction(self._r) as pipe:
             try:
                 pipe.watch(key)
                 raw = pipe.get(key)

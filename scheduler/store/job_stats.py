@@ -40,7 +40,7 @@ from typing import Any
 import redis
 
 from core.models import Job, JobState, PlacementEnd, parse_lenient
-from scheduler.store import keys, outbox
+from scheduler.store import keys, multi, outbox
 from scheduler.store.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ class JobStats:
         """Queue the counting of one older job in its outbox, in a transaction over its slot
         (its document watched), unless it is counted or a write of it is pending;
         then apply it."""
-        with self._r.pipeline(transaction=True) as pipe:
+        with multi.transaction(self._r) as pipe:
             try:
                 pipe.watch(keys.job(job_id))
                 raw = pipe.get(keys.job(job_id))
