@@ -20,6 +20,8 @@ from core.config import REPO_ROOT
 from scheduler.store.connection import connect
 from tests.fixtures.waiting import wait_until
 
+pytestmark = pytest.mark.slow  # eleven redis-server processes, a cluster formed
+
 
 def _free_block(span: int, bus: bool = False) -> int:
     """A first port such that ``first .. first + span`` look free (and, for a cluster, their
