@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated setting keys (debugging)")
     parser.add_argument("--git-repo", type=Path, default=REPO,
                         help="the checkout this code comes from, for the commit in the report "
-                             "(when running from a `git archive HEAD` export of it)")
+                             "(when running from a `git archive` export of it)")
+    parser.add_argument("--git-commit", default="HEAD",
+                        help="the commit this code is (of an export: the one exported)")
     args = parser.parse_args(argv)
     if not (shared_data_dir() / trace_sets.AVAIL_DIR).is_dir():
         print(f"no traces under {shared_data_dir()} (set GA_DATA_DIR)", file=sys.stderr)
@@ -264,12 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     meta = report.machine(command, elapsed, args.starts, args.seed)
     exported = not (REPO / ".git").exists()
     meta |= {
-        "commit": _git(args.git_repo, "rev-parse", "--short", "HEAD") or "unknown",
+        "commit": _git(args.git_repo, "rev-parse", "--short", args.git_commit) or "unknown",
         "exported": exported,
         "cpu_s": cpu_workers + time.process_time() - cpu0,
         "loadavg_start": load_start, "loadavg_end": _loadavg(),
-        "policy_commit": _git(args.git_repo, "log", "-1", "--format=%h %cI %s", "--",
-                              "policies/"),
+        "policy_commit": _git(args.git_repo, "log", "-1", "--format=%h %cI %s",
+                              args.git_commit, "--", "policies/"),
         # an export of HEAD holds committed code only, whatever the checkout has on disk
         "policy_dirty": not exported and bool(_git(args.git_repo, "status", "--porcelain", "--",
                                                    "policies/")),
