@@ -16,12 +16,12 @@ from datetime import timedelta
 
 import numpy as np
 
-from policies.daemon_views import job_view, market_view
-from policies.eligibility import eligible_matrix
-from policies.decisions import decide_placement, should_migrate
-from policies.views import OfferTable
 from core.models import Job, Offer, Placement
 from core.units import RESTART_OVERHEAD_H
+from policies.daemon_views import job_view, market_view
+from policies.decisions import decide_placement, should_migrate
+from policies.eligibility import eligible_matrix
+from policies.views import OfferTable
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 

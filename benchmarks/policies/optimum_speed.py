@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.policies import report
+from core.models import JobSpec
 from providers.replay.market import ReplayMarket, ReplayOffer
 from providers.replay.timeline import AvailabilityTrace, PriceSeries
-from core.models import JobSpec
 from scheduler.simulator.market import build_sim_market
 from scheduler.simulator.optimum import _Model, deadline_ticks, optimal_cost
 
