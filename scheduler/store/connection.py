@@ -111,7 +111,7 @@ def connect(redis_url: str | None = None, home: Path | None = None,
     """
     url = redis_url or os.environ.get("REDIS_URL")
     if url:
-        return _checked(client_for_url, url)
+        return _checked(url)
     else:
         if home is None:
             from core.config import home_dir
@@ -124,12 +124,12 @@ def connect(redis_url: str | None = None, home: Path | None = None,
     return client
 
 
-def _checked(make, url: str) -> RedisClient:
-    """``make(url)``, pinged; a plain URL must not name a cluster node (its keys would be
-    MOVED elsewhere). Raises :class:`RedisUrlError` saying what the URL reached."""
+def _checked(url: str) -> RedisClient:
+    """:func:`client_for_url`, pinged; a plain URL must not name a cluster node (its keys
+    would be MOVED elsewhere). Raises :class:`RedisUrlError` saying what the URL reached."""
     where = f"REDIS_URL={_redacted(url)!r}"
     try:
-        client = make(url)
+        client = client_for_url(url)
         client.ping()
         if isinstance(client, redis.Redis) and _cluster_enabled(client):
             raise RedisUrlError(f"{where} is a node of a Redis Cluster; use "
@@ -142,8 +142,7 @@ def _checked(make, url: str) -> RedisClient:
                                 "the sentinels' addresses, not the data nodes'") from None
         raise RedisUrlError(f"{where}: Redis refused to serve: {exc}") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        message = str(exc).removeprefix(f"{where}: ")
-        raise RedisUrlError(f"{where}: cannot connect: {message}") from None
+        raise RedisUrlError(f"{where}: cannot connect: {exc}") from None
     return client
 
 
@@ -158,7 +157,8 @@ def _cluster_enabled(client: redis.Redis) -> bool:
 
 def client_for_url(url: str) -> RedisClient:
     """The client of ``url`` (a form of the module docstring), not yet connected (a cluster
-    client does connect: it reads the slot map). Raises :class:`RedisUrlError`."""
+    client does connect: it reads the slot map). Raises :class:`RedisUrlError` (malformed),
+    ``redis.ConnectionError`` (no startup node of a cluster answers)."""
     scheme = url.partition("://")[0].lower()
     if scheme in _CLUSTER_SCHEMES:
         return _cluster_client(url, _CLUSTER_SCHEMES[scheme])
@@ -257,7 +257,7 @@ def _cluster_client(url: str, plain_scheme: str) -> RedisCluster:
         return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in addresses],
                             retry=plain["retry"], **settings)
     except RedisClusterException as exc:  # not a RedisError: callers catch those
-        raise redis.ConnectionError(f"REDIS_URL={_redacted(url)!r}: {exc}") from exc
+        raise redis.ConnectionError(str(exc)) from exc
 
 
 def _sentinel_client(url: str, plain_scheme: str) -> redis.Redis:
