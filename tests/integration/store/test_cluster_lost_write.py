@@ -28,6 +28,30 @@ def _job_id_apart(cluster, prefix: str, *others: str) -> str:
                 if cluster.master_of(keys.job(f"{prefix}-{n}")).port not in apart)
 
 
+def _created_then_cut_off(cluster, store: Store, job_id: str):
+    """Create ``job_id`` (replicated everywhere), then stop the replica of its slot's master
+    and drop their link, so that the master's next writes reach no replica. Returns
+    ``(job, replica)``; the caller resumes the replica (SIGCONT)."""
+    now = utcnow()
+    job = store.jobs.create(Job(id=job_id, spec=spec(owner="ana"), created_at=now,
+                                updated_at=now))
+    for master in cluster.masters():
+        wait_replicated(master)
+    master = cluster.master_of(keys.job(job.id))
+    views = cluster.view()
+    master_id = next(v.node_id for v in views if v.port == master.port)
+    replica = cluster.node_at(next(v.port for v in views if v.master_id == master_id))
+    # Stopped, and its link dropped: the master can send it nothing (a stopped process's
+    # socket would still take the stream in).
+    replica.proc.send_signal(signal.SIGSTOP)
+    try:
+        master.client().client_kill_filter(_type="replica")
+    except BaseException:
+        replica.proc.send_signal(signal.SIGCONT)
+        raise
+    return job, replica
+
+
 def _events(client, job_id: str) -> list[str]:
     return [e["message"] for e in EventStream(client).read(after="0", limit=1000,
                                                            job_id=job_id).events]
@@ -36,21 +60,9 @@ def _events(client, job_id: str) -> list[str]:
 def test_the_write_after_a_lost_one_applies_its_own_side_writes(redis_cluster):
     client = connect(redis_cluster.url)
     store = Store.over(client)
-    now = utcnow()
     job_id = _job_id_apart(redis_cluster, "lost", keys.EVENTS, keys.METRIC_FINISHED_STATES)
-    job = store.jobs.create(Job(id=job_id, spec=spec(owner="ana"), created_at=now,
-                                updated_at=now))
-    for master in redis_cluster.masters():
-        wait_replicated(master)
-    master = redis_cluster.master_of(keys.job(job.id))
-    views = redis_cluster.view()
-    master_id = next(v.node_id for v in views if v.port == master.port)
-    replica = redis_cluster.node_at(next(v.port for v in views if v.master_id == master_id))
-    # Stopped, and its link dropped: the master can send it nothing (a stopped process's
-    # socket would still take the stream in).
-    replica.proc.send_signal(signal.SIGSTOP)
+    job, replica = _created_then_cut_off(redis_cluster, store, job_id)
     try:
-        master.client().client_kill_filter(_type="replica")
         lost = job.model_copy(deep=True)
         lost.record(JobState.SUCCEEDED, "lost write")
         store.jobs.save(lost)  # acknowledged; only the stopped replica could have kept it
@@ -75,19 +87,9 @@ def test_the_write_after_a_lost_one_applies_its_own_side_writes(redis_cluster):
 def test_a_job_whose_terminal_write_was_lost_stays_in_the_active_index(redis_cluster):
     client = connect(redis_cluster.url)
     store = Store.over(client)
-    now = utcnow()
-    job_id = _job_id_apart(redis_cluster, "lost", keys.ACTIVE_JOBS)
-    job = store.jobs.create(Job(id=job_id, spec=spec(owner="ana"), created_at=now,
-                                updated_at=now))
-    for master in redis_cluster.masters():
-        wait_replicated(master)
-    master = redis_cluster.master_of(keys.job(job.id))
-    views = redis_cluster.view()
-    master_id = next(v.node_id for v in views if v.port == master.port)
-    replica = redis_cluster.node_at(next(v.port for v in views if v.master_id == master_id))
-    replica.proc.send_signal(signal.SIGSTOP)
+    job, replica = _created_then_cut_off(redis_cluster, store,
+                                         _job_id_apart(redis_cluster, "lost", keys.ACTIVE_JOBS))
     try:
-        master.client().client_kill_filter(_type="replica")
         job.record(JobState.SUCCEEDED, "lost write")
         store.jobs.save(job)
         redis_cluster.kill_master_of(keys.job(job.id))
