@@ -59,7 +59,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
-from policies import budget, deadline, risk, zones
+from policies import budget, deadline, lookahead, risk, zones
 from policies.availability import residual_up_h
 from policies.pairs import Pairs
 from policies.views import (
@@ -100,6 +100,9 @@ class PolicyConfig:
     same_zone_strict: bool = False
     # How long correlated zones' hazard stays raised after a reclaim.
     correlation_window_h: float = 6.0
+    # The lookahead's cost of a step spent waiting, in on-demand steps
+    # (:data:`policies.lookahead.WAIT_COST`): near-ties go to progress.
+    wait_cost: float = lookahead.WAIT_COST
 
 
 DEFAULT_CONFIG = PolicyConfig()
@@ -259,6 +262,54 @@ def _spot_at(idx: np.ndarray, is_spot: np.ndarray) -> np.ndarray:
     return (idx != NO_OFFER) & is_spot[np.maximum(idx, 0)]
 
 
+def _at(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``values[i, idx[i]]`` (``values`` ``(m,)`` or ``(n, m)``); ``nan`` for
+    :data:`NO_OFFER`."""
+    n = len(idx)
+    if np.shape(values)[-1] == 0:
+        return np.full(n, np.nan)
+    picked = np.broadcast_to(values, (n, np.shape(values)[-1]))[np.arange(n), np.maximum(idx, 0)]
+    return np.where(idx == NO_OFFER, np.nan, picked)
+
+
+def _per_work_h(market: MarketView) -> np.ndarray:
+    """USD per reference-hour of work on each offer, ``(m,)`` or ``(n, m)`` (``inf`` where
+    it makes no progress)."""
+    return risk.per_reference_h(np.asarray(market.price_usd_per_hour, dtype=float),
+                                risk.speed_of(market))
+
+
+def _advice(jobs: JobView, market: MarketView, cfg: PolicyConfig, running: np.ndarray,
+            spot_up: np.ndarray, spot: np.ndarray, best_od: np.ndarray,
+            fb: np.ndarray | None) -> np.ndarray:
+    """``(n,)`` the cost-optimal choice of :mod:`policies.lookahead` for deadline jobs that have an
+    on-demand fallback (:data:`lookahead.NO_ADVICE` for the others).
+
+    ``running``: :data:`lookahead.WAIT` / ``SPOT`` / ``ON_DEMAND`` per job; ``spot_up``: a spot
+    offer the job may use now exists; ``spot``: that offer (or the current spot instance;
+    :data:`NO_OFFER`: spot is down, and the cheapest spot offer per hour of work stands for the
+    price spot will have when it is back); ``best_od``/``fb``: the fallback and its speed."""
+    n = len(jobs)
+    timed = deadline.has_deadline(jobs) & (best_od != NO_OFFER)
+    if not timed.any() or not market.offers.is_spot.any():
+        return np.full(n, lookahead.NO_ADVICE, np.int8)
+    per_work = _per_work_h(market)
+    cheapest = np.broadcast_to(np.where(market.offers.is_spot, per_work, np.inf),
+                               (n, len(market.offers))).argmin(axis=1)
+    spot = np.where(spot != NO_OFFER, spot, cheapest)
+    speed = risk.speed_of(market)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = _at(per_work, spot) / _at(per_work, best_od)
+        sigma = None if speed is None else _at(speed, spot) / (1.0 if fb is None else fb)
+    stats = market.pool_stats
+    owed = np.where(running != lookahead.WAIT, jobs.overhead_left_h, 0.0)
+    return lookahead.advise(
+        np.where(timed, jobs.time_to_deadline_h, np.inf), deadline.fallback_h(jobs, fb) + owed,
+        running, spot_up, np.where(spot_up, stats.up_age_h, stats.down_age_h),
+        risk.gang_uptime(stats.mean_up_h, jobs), stats.mean_down_h, ratio,
+        jobs.restart_overhead_h, sigma, jobs.decision_interval_h, cfg.wait_cost)
+
+
 @dataclass(frozen=True)
 class _Picks:
     """Per job ``(n,)``: the offers a placement chooses among (:data:`NO_OFFER`/``inf``: none)
@@ -346,6 +397,12 @@ def _settle(jobs: JobView, market: MarketView, cfg: PolicyConfig,
     _choose(offer, reason, untimed, best_any, Reason.ON_DEMAND_CHEAPER)
     infeasible = timed & ~deadline.feasible(jobs, np.zeros(n, bool), fb)
     _choose(offer, reason, infeasible & has_od, best_od, Reason.DEADLINE_INFEASIBLE)
+    advice = _advice(jobs, market, cfg, np.full(n, lookahead.WAIT), any_spot != NO_OFFER,
+                     any_spot, best_od, fb)
+    _choose(offer, reason, timed & has_od & (advice == lookahead.ON_DEMAND), best_od,
+            Reason.ON_DEMAND_NEEDED)
+    _choose(offer, reason, timed & has_od & (advice == lookahead.WAIT)
+            & deadline.wait_safe(jobs, fb), none, Reason.WAIT_FOR_SPOT)
     _choose(offer, reason, timed & has_spot & (cost_spot <= cost_od), best_spot, Reason.SPOT)
     _choose(offer, reason, timed & has_od & ~deadline.wait_safe(jobs, fb), best_od,
             Reason.SAFETY_NET)
@@ -609,7 +666,7 @@ def _move_matrices(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     return np.nan_to_num(saving, nan=-np.inf), ctx.price * overhead + lost + back
 
 
-def _move_allowed(ctx: _Ctx) -> np.ndarray:
+def _move_targets(ctx: _Ctx) -> np.ndarray:
     """``(n, m)`` bool: targets a running job may move to now (hysteresis and safety)."""
     jobs, cfg = ctx.jobs, ctx.cfg
     n, m = ctx.cand.shape
@@ -626,13 +683,22 @@ def _move_allowed(ctx: _Ctx) -> np.ndarray:
             & deadline.launch_sustainable(jobs, fb)[:, None]))
     back = (col == jobs.previous[:, None]) & (jobs.since_start_h < cfg.pingpong_cooldown_h)[:, None]
     dwell = (jobs.since_start_h >= cfg.min_dwell_h)[:, None] | (ctx.on_od[:, None] & is_spot)
-    ok = ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
-    # With little slack, leave on-demand only for spot runs old enough to be among the longest
-    # the slack can pay for (:func:`deadline.flip_age_h`).
+    return ctx.cand & (col != jobs.current[:, None]) & safe & ~back & dwell
+
+
+def _flip_allowed(ctx: _Ctx, advice: np.ndarray) -> np.ndarray:
+    """``(n, m)`` bool: an on-demand job may leave for that spot offer by the price rule. Where
+    :mod:`policies.lookahead` advises, it alone lets on-demand go (:func:`_migrate`); elsewhere,
+    with little slack, only spot runs old enough to be among the longest the slack can pay
+    for are taken (:func:`deadline.flip_age_h`)."""
+    jobs = ctx.jobs
+    n, m = ctx.cand.shape
+    is_spot = ctx.market.offers.is_spot[None, :]
     stats = ctx.market.offer_stats
     old_enough = np.broadcast_to(stats.up_age_h, (n, m)) >= deadline.flip_age_h(
-        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)), fb)
-    return ok & (~(ctx.on_od[:, None] & is_spot) | old_enough)
+        jobs, ctx.market, np.broadcast_to(stats.mean_up_h, (n, m)), ctx.fb_speed)
+    leaving = ctx.on_od[:, None] & is_spot
+    return ~leaving | (old_enough & (advice == lookahead.NO_ADVICE)[:, None])
 
 
 def _migrate(ctx: _Ctx) -> MigrationDecision:
@@ -666,7 +732,23 @@ def _migrate(ctx: _Ctx) -> MigrationDecision:
     _choose(target, reason, unsafe & (best_od != NO_OFFER), best_od, Reason.SAFETY_NET)
     saving, move_cost = _move_matrices(ctx)
     net = saving - (1.0 + cfg.migration_margin) * move_cost
-    best, _ = _pick(-net, _move_allowed(ctx) & (net > 0), ctx.rank)
+    targets = _move_targets(ctx)
+    spot_targets = targets & is_spot[None, :]
+    # What the cost-optimal table says: a spot job may commit to on-demand, an on-demand job
+    # leave for the spot offer the price rule likes best (even at no immediate saving).
+    flip_to, _ = _pick(-net, spot_targets & ctx.on_od[:, None], ctx.rank)
+    mode = np.where(ctx.on_spot, lookahead.SPOT,
+                    np.where(ctx.on_od, lookahead.ON_DEMAND, lookahead.WAIT))
+    commit_od = np.where(ctx.on_od, jobs.current, best_od)
+    commit_speed = None if ctx.speed is None else np.where(
+        ctx.on_od, _speed_at(ctx.speed, jobs.current), ctx.fb_speed)
+    advice = _advice(jobs, market, cfg, mode, ctx.on_spot | (flip_to != NO_OFFER),
+                     np.where(ctx.on_spot, jobs.current, flip_to), commit_od, commit_speed)
+    _choose(target, reason, timed & ctx.on_spot & (advice == lookahead.ON_DEMAND)
+            & (best_od != NO_OFFER), best_od, Reason.ON_DEMAND_NEEDED)
+    _choose(target, reason, timed & ctx.on_od & (advice == lookahead.SPOT) & (flip_to != NO_OFFER),
+            flip_to, Reason.MIGRATE_TO_SPOT)
+    best, _ = _pick(-net, targets & _flip_allowed(ctx, advice) & (net > 0), ctx.rank)
     moving = running & (best != NO_OFFER)
     _choose(target, reason, moving & ctx.on_od & _spot_at(best, is_spot), best,
             Reason.MIGRATE_TO_SPOT)

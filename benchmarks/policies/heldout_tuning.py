@@ -53,6 +53,10 @@ VARIANTS = {
     "migration_margin=0.25": {"migration_margin": 0.25},
     "migration_margin=0.75": {"migration_margin": 0.75},
     "same_zone_cooldown_h=0": {"same_zone_cooldown_h": 0.0},
+    "wait_cost=0": {"wait_cost": 0.0},
+    "wait_cost=0.02": {"wait_cost": 0.02},
+    "wait_cost=0.1": {"wait_cost": 0.1},
+    "wait_cost=0.2": {"wait_cost": 0.2},
 }
 DEADLINES_H = (52, 60, 70, 80)
 # Behaviours this tuning ruled out, and that are therefore no longer knobs of the policy.

@@ -1,7 +1,8 @@
 """The placement path as it was before the batched one: :mod:`policies.decisions` with its dense
 ``(n, m)`` grids, kept verbatim as the reference the equivalence tests and the speed benchmark
 compare with (placement only: migration still runs the dense path in the policy itself; the
-knobs are the policy's own :class:`~policies.decisions.PolicyConfig`)."""
+knobs are the policy's own :class:`~policies.decisions.PolicyConfig`), plus the lookahead's
+advice, which both paths take from the same function."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies import budget, deadline, risk, zones
+from policies import budget, deadline, lookahead, risk, zones
 from policies.availability import residual_up_h
-from policies.decisions import DEFAULT_CONFIG, PolicyConfig
+from policies.decisions import DEFAULT_CONFIG, PolicyConfig, _advice
 from policies.views import (
     NO_OFFER,
     NO_ZONE,
@@ -219,6 +220,12 @@ def _place(ctx: _Ctx) -> Decision:
     _choose(offer, reason, untimed, best_any, Reason.ON_DEMAND_CHEAPER)
     infeasible = timed & ~deadline.feasible(jobs, np.zeros(n, bool), fb)
     _choose(offer, reason, infeasible & has_od, best_od, Reason.DEADLINE_INFEASIBLE)
+    advice = _advice(jobs, market, cfg, np.full(n, lookahead.WAIT), any_spot != NO_OFFER,
+                     any_spot, best_od, fb)
+    _choose(offer, reason, timed & has_od & (advice == lookahead.ON_DEMAND), best_od,
+            Reason.ON_DEMAND_NEEDED)
+    _choose(offer, reason, timed & has_od & (advice == lookahead.WAIT)
+            & deadline.wait_safe(jobs, fb), none, Reason.WAIT_FOR_SPOT)
     _choose(offer, reason, timed & has_spot & (cost_spot <= cost_od), best_spot, Reason.SPOT)
     _choose(offer, reason, timed & has_od & ~deadline.wait_safe(jobs, fb), best_od,
             Reason.SAFETY_NET)

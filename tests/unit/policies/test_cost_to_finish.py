@@ -86,30 +86,35 @@ def test_a_deadline_only_the_faster_gpu_meets():
     assert finish == pytest.approx([10.0 / 0.5 * 0.4 * 4 / 3 + 0.2, 16.6, 12.3, 21.0])
     # no deadline: the slow spot, cheapest to finish
     assert decide_placement(job(restart_overhead_h=0.5), mk).offer[0] == 0
-    # deadline in 15 h: the slow offers need .5 + 10/.5 = 20.5 h, the fast ones 10.5 h.
+    # deadline in 12 h: the slow offers need .5 + 10/.5 = 20.5 h, the fast ones 10.5 h.
     # The fallback is the fast on-demand (the only one in time), the fast spot is safe (its
-    # first tick makes no progress: 15 - .25 >= 10 + .5) and costs less than it: spot.
-    placed = decide_placement(timed(15.0), mk)
+    # first tick makes no progress: 12 - .25 >= 10 + .5) and costs less than it: spot. (With
+    # 15 h the lookahead would rather let the new spot run age first: policies.lookahead.)
+    placed = decide_placement(timed(12.0), mk)
     assert placed.offer[0] == 1 and placed.reason[0] == Reason.SPOT
     hours = deadline.finish_h(timed(15.0), np.array(DEADLINE_SPEED), np.array([[0.5]]))
     assert hours[0] == pytest.approx([20.5, 10.5, 20.5, 10.5])
 
 
 def test_without_a_fast_spot_a_slow_safe_one_beats_idling():
-    # the fast spot is gone; 15 h left: slack on the fast on-demand 15 - 10 - .5 = 4.5 h is
-    # under the end-game reserve 2 · 2 · .5 · (10/3) + .25 = 6.92 h, so waiting is out. The
-    # slow spot cannot finish in time (20.5 h) but its first tick keeps the fallback in time
-    # (15 - .25 - .5 - 10 >= 0) and its $10.87 to finish is under the fast on-demand's $21:
-    # it makes progress there until the safety net moves the job
+    # the fast spot is gone; 15 h left. The slow spot cannot finish in time (20.5 h) but its
+    # first tick keeps the fallback in time (15 - .25 - .5 - 10 >= 0) and its $10.87 to finish
+    # is under the fast on-demand's $21: it makes progress there until the safety net moves
+    # the job
     no_fast = with_speed(market(offers(*DEADLINE_ROWS), mean_up_h=2.0,
                                 available=[True, False, True, True]), DEADLINE_SPEED)
     placed = decide_placement(timed(15.0), no_fast)
     assert placed.offer[0] == 0 and placed.reason[0] == Reason.SPOT
-    # at $0.90/h the slow spot costs .9 · 4/3 / .5 · 10 + .45 = $24.45 > $21: on-demand
+    # at $0.90/h the slow spot costs .9 · 4/3 / .5 · 10 + .45 = $24.45 > $21: not that spot.
+    # With 4.5 h of slack the job waits (on-demand later costs what it costs now, and the
+    # slack may still buy spot); at 10.7 h it could not wait one more tick (10.45 < 10.5):
+    # the fast on-demand
     rows = (("a", SPOT, 0.90),) + DEADLINE_ROWS[1:]
     dear = with_speed(market(offers(*rows), mean_up_h=2.0, available=[True, False, True, True]),
                       DEADLINE_SPEED)
     placed = decide_placement(timed(15.0), dear)
+    assert placed.offer[0] == NO_OFFER and placed.reason[0] == Reason.WAIT_FOR_SPOT
+    placed = decide_placement(timed(10.7), dear)
     assert placed.offer[0] == 3 and placed.reason[0] == Reason.ON_DEMAND_NEEDED
 
 

@@ -45,10 +45,15 @@ def test_spot_while_it_pays_wait_while_slack_allows_on_demand_when_needed():
     assert decide_placement(job(40.0), up).reason[0] == Reason.SPOT
     wait = decide_placement(job(40.0), down)
     assert wait.offer[0] == NO_OFFER and wait.reason[0] == Reason.WAIT_FOR_SPOT
-    need = decide_placement(job(16.0), down)                     # slack 5.5 <= 6.92
+    # the reserve is for jobs the lookahead does not cover: with slack 5.5 <= 6.92 such a job
+    # fills the gap with on-demand
+    assert deadline.on_demand_needed(job(16.0), down, np.zeros(1, bool), 2.0, 0.5)[0]
+    assert not deadline.on_demand_needed(job(17.5), down, np.zeros(1, bool), 2.0, 0.5)[0]
+    # the lookahead waits while waiting is safe (on-demand later costs what it costs now);
+    # at 10.7 h one more tick would leave 10.45 < c + d = 10.5: on-demand now
+    assert decide_placement(job(16.0), down).reason[0] == Reason.WAIT_FOR_SPOT
+    need = decide_placement(job(10.7), down)
     assert need.offer[0] == 1 and need.reason[0] == Reason.ON_DEMAND_NEEDED
-    net = decide_placement(job(10.7), up)                        # waiting is no longer safe
-    assert net.offer[0] == 1 and net.reason[0] == Reason.SAFETY_NET
 
 
 def test_deadline_that_becomes_infeasible():
