@@ -272,12 +272,14 @@ def advise(time_to_deadline_h: np.ndarray, work_h: np.ndarray, running: np.ndarr
         j = r_steps - int(math.ceil(c / h - 1e-9))
         if j < 0:
             continue        # not even on-demand finishes in time on the grid: the safety net's
-        up_t, down_t = table(model_for(h, float(mean_up_h[i]), float(mean_down_h[i]),
-                                       float(spot_ratio[i]), float(overhead_h[i]),
-                                       float(sigma[i]), wait_cost))
+        model = model_for(h, float(mean_up_h[i]), float(mean_down_h[i]), float(spot_ratio[i]),
+                          float(overhead_h[i]), float(sigma[i]), wait_cost)
+        mode = int(running[i])
+        if mode == WAIT and j < model.overhead_steps - 1e-9:
+            continue        # no launch is in time on the grid either
+        up_t, down_t = table(model)
         j = min(j, STEPS_SLACK)
         k = min(int(round(max(float(age_h[i]), 0.0) / h)), AGES - 1)
-        mode = int(running[i])
         if spot_up[i]:
             out[i] = (int(up_t[r_steps, j, k]) >> (2 * mode)) & 3
         else:
