@@ -4,7 +4,9 @@ reconcile step adds per running job (migration review) and per pending job (plac
     python3 -m benchmarks.policies.daemon_step [--offers 200] [--samples 288]
 
 Prints milliseconds per job for: building a market view (done once per pass per distinct
-eligibility row, cached), and the per-job part (eligibility row, job view, decision call).
+eligibility row, cached), and the per-job part (eligibility row, job view, decision call),
+the decision calls also for a job with a deadline (its lookahead table cached, as after the
+first decision on its model) and the solve of one lookahead table.
 Results: benchmarks/policies/RESULTS-daemon.md.
 """
 
@@ -18,10 +20,11 @@ import numpy as np
 
 from core.models import Job, Offer, Placement
 from core.units import RESTART_OVERHEAD_H
+from policies import lookahead
 from policies.daemon_views import job_view, market_view
 from policies.decisions import decide_placement, should_migrate
 from policies.eligibility import eligible_matrix
-from policies.views import OfferTable
+from policies.views import JobView, OfferTable
 from tests.factories.jobs import spec
 from tests.factories.offers import T0, offer
 
@@ -65,6 +68,9 @@ def main() -> None:
                         compute_h=[10.0], remaining_compute_h=[8.0], time_scale=1.0)
 
     jv = view()
+    timed = JobView(**{**jv.__dict__, "time_to_deadline_h": np.array([20.0])})
+    should_migrate(timed, mk), decide_placement(timed, mk)       # solves (and caches) its tables
+    model = lookahead.model_for(1 / 6, 1.0, 0.5, 1 / 3, RESTART_OVERHEAD_H)
     rows = {
         "offer table (once per pass)": _ms(lambda: OfferTable.from_offers(offers), args.repeat),
         "market view (once per pass and eligibility row)":
@@ -74,6 +80,12 @@ def main() -> None:
         "job view (per job)": _ms(view, args.repeat),
         "should_migrate (per running job)": _ms(lambda: should_migrate(jv, mk), args.repeat),
         "decide_placement (per pending job)": _ms(lambda: decide_placement(jv, mk), args.repeat),
+        "should_migrate, deadline job (table cached)":
+            _ms(lambda: should_migrate(timed, mk), args.repeat),
+        "decide_placement, deadline job (table cached)":
+            _ms(lambda: decide_placement(timed, mk), args.repeat),
+        "lookahead table (once per distinct model)":
+            _ms(lambda: lookahead.table.__wrapped__(model), 5),
     }
     print(f"{len(offers)} offers, {args.samples} availability samples each")
     for name, ms in rows.items():

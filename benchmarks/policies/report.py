@@ -352,9 +352,12 @@ def markdown(rows: list[dict], robust: list[dict], meta: dict, deadlines: tuple[
         "EAGER_NEXT_REGION (+od: spot with an on-demand fallback)",
         "- policies see only the past: availability statistics at a tick use the trace up to "
         "it, interruption risks the trace before the first start",
-        "- the policy's structure was developed while looking at the CBL availability traces; "
-        "its numeric knobs were set on held-out data the benchmark does not use (the CBL "
-        "CPU-VM preemption traces, `TUNING.md`)", "",
+        "- the policy decides spot / on-demand / wait for a deadline job with a lookahead "
+        "(`policies/lookahead.py`): a DP over a Lomax (shape 2) alternating-renewal model of "
+        "its pool's availability, fed with the pool's observed mean run lengths at each tick; "
+        "its structure (and that shape) was developed while looking at the CBL availability "
+        "traces; its numeric knobs were set on held-out data the benchmark does not use (the "
+        "CBL CPU-VM preemption traces, `TUNING.md`)", "",
         "## Claims per setting", "",
         "A setting is one trace set × zone(s) × deadline. Claims: "
         + "; ".join(f"**{k}**: {CLAIM_TEXT[k]}" for k in CLAIMS)
