@@ -735,8 +735,8 @@ def _migrate(ctx: _Ctx) -> MigrationDecision:
     targets = _move_targets(ctx)
     spot_targets = targets & is_spot[None, :]
     # What the cost-optimal table says: a spot job may commit to on-demand, an on-demand job
-    # leave for the spot offer the price rule likes best (even at no immediate saving).
-    flip_to, _ = _pick(-net, spot_targets & ctx.on_od[:, None], ctx.rank)
+    # leave for the spot offer cheapest to finish on (even at no immediate saving).
+    flip_to, _ = _pick(ctx.finish, spot_targets & ctx.on_od[:, None], ctx.rank)
     mode = np.where(ctx.on_spot, lookahead.SPOT,
                     np.where(ctx.on_od, lookahead.ON_DEMAND, lookahead.WAIT))
     commit_od = np.where(ctx.on_od, jobs.current, best_od)
