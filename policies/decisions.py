@@ -19,10 +19,14 @@ controller decides:
    cheaper to finish but would miss is not taken. When no spot offer in time is available, a
    slower safe one that costs less per reference-hour than the on-demand fallback is run
    instead of waiting: it makes progress until the safety net moves the job.
-4. **Deadline**: with no spot to use, wait while the slack exceeds the end-game reserve; below
-   it, fill gaps in spot with on-demand (:func:`policies.deadline.on_demand_needed`), and leave
-   on-demand only for spot runs old enough to be worth the slack a round trip costs
-   (:func:`policies.deadline.flip_age_h`).
+4. **Deadline**: within what is safe, spot, on-demand or waiting as the lookahead's table says
+   (:mod:`policies.lookahead`: the expected cost to finish, minimised by dynamic programming
+   over a model of the pool's spot availability). An idle job takes on-demand or waits when the
+   table says so, a spot job commits to on-demand, an on-demand job leaves for spot only when
+   the table says so. Jobs the table does not cover wait while the slack exceeds the end-game
+   reserve; below it, fill gaps in spot with on-demand
+   (:func:`policies.deadline.on_demand_needed`), and leave on-demand only for spot runs old
+   enough to be worth the slack a round trip costs (:func:`policies.deadline.flip_age_h`).
 5. **Migration**: move a running job when the expected saving over its remaining runtime exceeds
    the move's cost (overhead billed, lost progress) by ``migration_margin``; hysteresis: no
    price move within ``min_dwell_h`` of a start, never back to the offer just left within
