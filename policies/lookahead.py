@@ -245,7 +245,8 @@ def advise(time_to_deadline_h: np.ndarray, work_h: np.ndarray, running: np.ndarr
         running: what the job runs now, :data:`WAIT` (nothing), :data:`SPOT` or
             :data:`ON_DEMAND`. A spot job whose pool is unavailable counts as reclaimed.
         spot_up: the pool has spot the job may launch (or keep) now.
-        age_h: hours the pool has been in its current state (available or not).
+        age_h: hours the pool has been in its current state (available or not; not a
+            positive number: 0).
         mean_up_h, mean_down_h: the pool's mean run lengths, hours (a gang's available
             runs ÷ its nodes); a non-positive or non-finite mean gives no advice.
         spot_ratio: spot cost ÷ on-demand cost per hour of work (``nan``/``inf``: no spot).
@@ -279,7 +280,9 @@ def advise(time_to_deadline_h: np.ndarray, work_h: np.ndarray, running: np.ndarr
             continue        # no launch is in time on the grid either
         up_t, down_t = table(model)
         j = min(j, STEPS_SLACK)
-        k = min(int(round(max(float(age_h[i]), 0.0) / h)), AGES - 1)
+        age = float(age_h[i])
+        k = 0 if not age > 0 else AGES - 1 if age >= AGES * h else int(round(age / h))
+        k = min(k, AGES - 1)
         if spot_up[i]:
             out[i] = (int(up_t[r_steps, j, k]) >> (2 * mode)) & 3
         else:

@@ -84,6 +84,15 @@ def test_no_advice_outside_the_table():
     assert advice(25_000.0, c=24_000.0) == la.NO_ADVICE
 
 
+def test_ages_that_are_not_numbers_count_as_new_runs_and_huge_ones_as_old():
+    forever = dict(up=True, mean_up_h=FOREVER_H)
+    for age in (np.nan, -3.0, 0.0):
+        assert advice(C + 10 * H, age_h=age, **forever) == advice(C + 10 * H, age_h=0.0,
+                                                                  **forever)
+    assert advice(C + 10 * H, age_h=np.inf, **forever) == advice(C + 10 * H, age_h=1e9,
+                                                                 **forever)
+
+
 def test_step_grows_with_the_deadline_and_the_decision_interval():
     assert la.step_for(80.0) == pytest.approx(H)
     assert la.step_for(81.0) == pytest.approx(2 * H)
