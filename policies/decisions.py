@@ -222,12 +222,20 @@ def _pick(values: np.ndarray, mask: np.ndarray, rank: np.ndarray) -> tuple[np.nd
     return np.where(ok, idx, NO_OFFER), best
 
 
+def _at(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``(n,)`` ``values[i, idx[i]]`` (``values`` ``(m,)`` or ``(n, m)``); ``nan`` for
+    :data:`NO_OFFER`."""
+    n = len(idx)
+    if np.shape(values)[-1] == 0:
+        return np.full(n, np.nan)
+    picked = np.broadcast_to(values, (n, np.shape(values)[-1]))[np.arange(n), np.maximum(idx, 0)]
+    return np.where(idx == NO_OFFER, np.nan, picked)
+
+
 def _speed_at(speed: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``(n,)`` speed of offer ``idx[i]`` for job ``i`` (``speed`` ``(m,)`` or ``(n, m)``); 1 for
     :data:`NO_OFFER`."""
-    n = len(idx)
-    picked = np.broadcast_to(speed, (n, speed.shape[-1]))[np.arange(n), np.maximum(idx, 0)]
-    return np.where(idx == NO_OFFER, 1.0, picked)
+    return np.where(idx == NO_OFFER, 1.0, _at(speed, idx))
 
 
 def _deadline_pick(remaining: np.ndarray, finish: np.ndarray, speed: np.ndarray,
@@ -266,23 +274,6 @@ def _spot_at(idx: np.ndarray, is_spot: np.ndarray) -> np.ndarray:
     return (idx != NO_OFFER) & is_spot[np.maximum(idx, 0)]
 
 
-def _at(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``(n,)`` ``values[i, idx[i]]`` (``values`` ``(m,)`` or ``(n, m)``); ``nan`` for
-    :data:`NO_OFFER`."""
-    n = len(idx)
-    if np.shape(values)[-1] == 0:
-        return np.full(n, np.nan)
-    picked = np.broadcast_to(values, (n, np.shape(values)[-1]))[np.arange(n), np.maximum(idx, 0)]
-    return np.where(idx == NO_OFFER, np.nan, picked)
-
-
-def _per_work_h(market: MarketView) -> np.ndarray:
-    """USD per reference-hour of work on each offer, ``(m,)`` or ``(n, m)`` (``inf`` where
-    it makes no progress)."""
-    return risk.per_reference_h(np.asarray(market.price_usd_per_hour, dtype=float),
-                                risk.speed_of(market))
-
-
 def _advice(jobs: JobView, market: MarketView, cfg: PolicyConfig, running: np.ndarray,
             spot_up: np.ndarray, spot: np.ndarray, best_od: np.ndarray,
             fb: np.ndarray | None) -> np.ndarray:
@@ -297,11 +288,12 @@ def _advice(jobs: JobView, market: MarketView, cfg: PolicyConfig, running: np.nd
     timed = deadline.has_deadline(jobs) & (best_od != NO_OFFER)
     if not timed.any() or not market.offers.is_spot.any():
         return np.full(n, lookahead.NO_ADVICE, np.int8)
-    per_work = _per_work_h(market)
+    speed = risk.speed_of(market)
+    # USD per reference-hour of work on each offer (inf where it makes no progress)
+    per_work = risk.per_reference_h(np.asarray(market.price_usd_per_hour, dtype=float), speed)
     cheapest = np.broadcast_to(np.where(market.offers.is_spot, per_work, np.inf),
                                (n, len(market.offers))).argmin(axis=1)
     spot = np.where(spot != NO_OFFER, spot, cheapest)
-    speed = risk.speed_of(market)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = _at(per_work, spot) / _at(per_work, best_od)
         sigma = None if speed is None else _at(speed, spot) / (1.0 if fb is None else fb)

@@ -83,7 +83,7 @@ class Model:
     spot_ratio: float
     overhead_steps: float
     spot_speed: float = 1.0
-    wait_cost: float = 0.05
+    wait_cost: float = WAIT_COST
 
 
 def stay_probabilities(mean_steps: float, shape: float = LOMAX_SHAPE) -> np.ndarray:
@@ -138,7 +138,7 @@ def table(model: Model) -> tuple[np.ndarray, np.ndarray]:
     n_j = STEPS_SLACK + 1
     slack = np.arange(n_j)
     d, sigma = model.overhead_steps, model.spot_speed
-    # each way to spend a step: (cost, useful part of the step, speed, slack shift)
+    # each way to spend a step: (cost, useful part of the step, speed of its progress)
     ways = {"wait": (model.wait_cost, 0.0, 1.0), "spot_new": (model.spot_ratio * sigma, 1.0 - d, sigma),
             "spot_cont": (model.spot_ratio * sigma, 1.0, sigma),
             "od_new": (1.0, 1.0 - d, 1.0), "od_cont": (1.0, 1.0, 1.0)}

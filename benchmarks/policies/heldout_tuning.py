@@ -67,8 +67,10 @@ RULED_OUT = (
     "(`stop_on_demand=True`: 0.5425, the default 0.5375) and leaving on-demand for a spot run "
     "of any age (`selective_flips=False`: 0.5439). The policy lets on-demand go only for spot "
     "runs old enough (`policies.deadline.flip_age_h`).\n")
-# Why a knob's default is not the held-out optimum, where it is not.
+
+
 def _chosen(means: dict[str, float]) -> str:
+    """Why a knob's default is not the held-out optimum, where it is not."""
     d = means["default"]
     rel = {k: (means[f"wait_cost={k}"] - d) / d for k in ("0", "0.02", "0.1", "0.2")}
     return (
